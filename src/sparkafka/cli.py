@@ -1,0 +1,63 @@
+"""The ``sparkafka`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def _cmd_broker(args: argparse.Namespace) -> int:
+    from sparkafka.local.broker import EmbeddedBroker
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with EmbeddedBroker(port=args.port, storage=args.storage) as broker:
+        print(f"bootstrap servers: {broker.bootstrap_servers}  (pid {broker.pid}, log {broker.log_path})")
+        print("Ctrl-C to stop", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+    print("broker stopped")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from sparkafka.local.demo import run_demo
+
+    return run_demo(sys.stdout, records=args.records, partitions=args.partitions)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sparkafka", description="Kafka for Spark, with Flink's semantics")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    broker = sub.add_parser("broker", help="run an embedded Kafka-compatible broker until Ctrl-C")
+    broker.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
+    broker.add_argument("--storage", default="memory://tansu/", help="tansu storage engine URL")
+    broker.set_defaults(func=_cmd_broker)
+
+    demo = sub.add_parser("demo", help="run the demo on an embedded broker")
+    demo.add_argument("--records", type=int, default=5000, help="orders to generate (default 5000)")
+    demo.add_argument("--partitions", type=int, default=4, help="partitions of the input topic")
+    demo.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

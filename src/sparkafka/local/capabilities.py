@@ -1,0 +1,175 @@
+"""Probe a broker for the Kafka behaviours sparkafka relies on.
+
+Tests use these probes to skip, with the reason printed, what a non-conformant broker (such as the embedded
+tansu) cannot serve, so the same tests run in full against a real Apache Kafka.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["PROBES", "Capability", "probe_all", "probe_broker"]
+
+
+@dataclass(frozen=True)
+class Capability:
+    """The outcome of one probe."""
+
+    name: str
+    ok: bool
+    detail: str
+    """What was observed; on failure, what goes wrong without it."""
+
+
+_admins: dict[tuple[tuple[str, str], ...], object] = {}
+
+
+def _admin(conf: Mapping[str, str]) -> Any:
+    # One client per configuration: a futures' AdminClient must outlive the futures it returned.
+    from confluent_kafka.admin import AdminClient
+
+    key = tuple(sorted(conf.items()))
+    if key not in _admins:
+        _admins[key] = AdminClient(dict(conf))
+    return _admins[key]
+
+
+def _new_topic(conf: Mapping[str, str], partitions: int = 1) -> str:
+    from confluent_kafka.admin import NewTopic
+
+    name = f"sparkafka-probe-{uuid.uuid4().hex[:10]}"
+    for future in _admin(conf).create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(30)
+    return name
+
+
+def _delete_topic(conf: Mapping[str, str], topic: str) -> None:
+    for future in _admin(conf).delete_topics([topic]).values():
+        with contextlib.suppress(Exception):
+            future.result(30)
+
+
+def _latest(conf: Mapping[str, str], topic: str, partition: int = 0) -> int:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    futures = _admin(conf).list_offsets({TopicPartition(topic, partition): OffsetSpec.latest()})
+    return int(next(iter(futures.values())).result(30).offset)
+
+
+def probe_create_partitions(conf: Mapping[str, str]) -> Capability:
+    """CreatePartitions: needed to grow a topic while a query runs (partition discovery tests)."""
+    from confluent_kafka.admin import NewPartitions
+
+    topic = _new_topic(conf)
+    try:
+        for future in _admin(conf).create_partitions([NewPartitions(topic, 2)]).values():
+            future.result(30)
+        meta = _admin(conf).list_topics(topic, timeout=30)
+        count = len(meta.topics[topic].partitions)
+        ok = count == 2
+        return Capability("create_partitions", ok, f"topic has {count} partitions after growing to 2")
+    except Exception as e:
+        return Capability("create_partitions", False, f"CreatePartitions failed: {e}")
+    finally:
+        _delete_topic(conf, topic)
+
+
+def probe_list_offsets_latest(conf: Mapping[str, str]) -> Capability:
+    """ListOffsets(latest) equals the log end after a multi-record batch (the source's batch end offsets)."""
+    from confluent_kafka import Producer
+
+    topic = _new_topic(conf)
+    try:
+        producer = Producer({**conf, "linger.ms": 200, "batch.num.messages": 100})
+        for i in range(5):
+            producer.produce(topic, str(i).encode(), partition=0)
+        producer.flush(30)
+        latest = _latest(conf, topic)
+        ok = latest == 5
+        return Capability("list_offsets_latest", ok, f"latest={latest} after 5 records in one batch (want 5)")
+    finally:
+        _delete_topic(conf, topic)
+
+
+def probe_offsets_for_times(conf: Mapping[str, str]) -> Capability:
+    """ListOffsets(timestamp) looks at record timestamps (startingTimestamp)."""
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    topic = _new_topic(conf)
+    try:
+        producer = Producer({**conf, "batch.num.messages": 1})
+        for i, ts in enumerate((1_000_000, 2_000_000, 3_000_000)):
+            producer.produce(topic, str(i).encode(), partition=0, timestamp=ts)
+            producer.flush(30)
+        futures = _admin(conf).list_offsets({TopicPartition(topic, 0): OffsetSpec.for_timestamp(2_500_000)})
+        offset = int(next(iter(futures.values())).result(30).offset)
+        ok = offset == 2
+        return Capability("offsets_for_times", ok, f"offset for timestamp 2500000 is {offset} (want 2)")
+    finally:
+        _delete_topic(conf, topic)
+
+
+def probe_read_committed(conf: Mapping[str, str]) -> Capability:
+    """A read_committed consumer skips aborted records (the source's isolation guarantee)."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    topic = _new_topic(conf)
+    try:
+        producer = Producer({**conf, "transactional.id": f"probe-{uuid.uuid4().hex}"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(topic, b"aborted", partition=0)
+        producer.flush(30)
+        producer.abort_transaction(30)
+        plain = Producer(dict(conf))
+        plain.produce(topic, b"visible", partition=0)
+        plain.flush(30)
+        consumer = Consumer(
+            {
+                **conf,
+                "group.id": "sparkafka-probe",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.assign([CTopicPartition(topic, 0, 0)])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and b"visible" not in seen:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                seen.append(msg.value() or b"")
+        consumer.close()
+        ok = b"aborted" not in seen and b"visible" in seen
+        return Capability("read_committed", ok, f"read_committed consumer saw {seen}")
+    finally:
+        _delete_topic(conf, topic)
+
+
+PROBES: dict[str, Callable[[Mapping[str, str]], Capability]] = {
+    "create_partitions": probe_create_partitions,
+    "list_offsets_latest": probe_list_offsets_latest,
+    "offsets_for_times": probe_offsets_for_times,
+    "read_committed": probe_read_committed,
+}
+
+
+def probe_broker(conf: Mapping[str, str], name: str) -> Capability:
+    """Run one probe by name; an unexpected error counts as a missing capability, with the error."""
+    try:
+        return PROBES[name](conf)
+    except Exception as e:
+        return Capability(name, False, f"probe failed: {type(e).__name__}: {e}")
+
+
+def probe_all(conf: Mapping[str, str]) -> dict[str, Capability]:
+    """Every probe, by name."""
+    return {name: probe_broker(conf, name) for name in PROBES}

@@ -1,0 +1,29 @@
+"""Work-arounds for the embedded broker's (tansu 0.6) known gaps: the one place the demo and tests use them.
+
+Product code never calls these: it must be correct on Apache Kafka. See ``capabilities`` for the probes
+that tell whether a broker needs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+__all__ = ["SEAL_VALUE", "seal_latest_offsets"]
+
+SEAL_VALUE = b"__sparkafka_seal__"
+
+
+def seal_latest_offsets(conf: Mapping[str, str], topic: str, partitions: Iterable[int]) -> None:
+    """Make ListOffsets(latest) right on tansu after a bulk produce.
+
+    tansu answers "latest" with the base offset of the newest stored batch + 1, which is the true log end
+    only when that batch holds one record. So after producing in bulk (and flushing), this appends one
+    single-record batch with value ``SEAL_VALUE`` to each partition. Readers of sealed topics must expect
+    one such record per partition per seal.
+    """
+    from confluent_kafka import Producer
+
+    producer = Producer({**conf, "batch.num.messages": 1, "linger.ms": 0})
+    for partition in partitions:
+        producer.produce(topic, SEAL_VALUE, partition=partition)
+        producer.flush(30)

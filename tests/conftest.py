@@ -1,0 +1,87 @@
+"""Shared fixtures: one broker (embedded tansu, or SPARKAFKA_TEST_BOOTSTRAP), one SparkSession, topics."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkafka.local import EmbeddedBroker
+from sparkafka.local.capabilities import Capability, probe_broker
+
+_capabilities: dict[str, Capability] = {}
+
+
+@pytest.fixture(scope="session")
+def kafka_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """librdkafka settings for the test broker: SPARKAFKA_TEST_BOOTSTRAP if set, else an embedded tansu."""
+    external = os.environ.get("SPARKAFKA_TEST_BOOTSTRAP")
+    if external:
+        yield {"bootstrap.servers": external}
+        return
+    log_path = tmp_path_factory.mktemp("broker") / "tansu.log"
+    with EmbeddedBroker(log_path=log_path) as broker:
+        yield {"bootstrap.servers": broker.bootstrap_servers}
+
+
+@pytest.fixture(scope="session")
+def bootstrap(kafka_conf: dict[str, str]) -> str:
+    return kafka_conf["bootstrap.servers"]
+
+
+@pytest.fixture(scope="session")
+def require(kafka_conf: dict[str, str]) -> Callable[[str], None]:
+    """``require("create_partitions")`` skips the test, with the probe's finding, on a broker lacking it."""
+
+    def _require(name: str) -> None:
+        if name not in _capabilities:
+            _capabilities[name] = probe_broker(kafka_conf, name)
+        cap = _capabilities[name]
+        if not cap.ok:
+            pytest.skip(f"broker lacks {name} (needs a conformant broker: {cap.detail})")
+
+    return _require
+
+
+@pytest.fixture
+def new_topic(kafka_conf: dict[str, str]) -> Iterator[Callable[..., str]]:
+    """Create uniquely named topics: ``new_topic(partitions=4)``; deleted after the test."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(kafka_conf)
+    created: list[str] = []
+
+    def _create(partitions: int = 1, prefix: str = "t") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+        for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+            future.result(30)
+        created.append(name)
+        return name
+
+    yield _create
+    if created:
+        for future in admin.delete_topics(created).values():
+            with contextlib.suppress(Exception):
+                future.result(30)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One SparkSession on local[2], quiet, with its scratch space under the test's temp dir."""
+    from sparkafka.local.spark import local_spark
+
+    session = local_spark(scratch=str(tmp_path_factory.mktemp("spark")), app_name="sparkafka-tests")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> str:
+    return str(tmp_path / "checkpoint")

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+
+from confluent_kafka import Producer
+from confluent_kafka import TopicPartition as CTopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from sparkafka.local.tansu_workarounds import seal_latest_offsets
+
+SPARKAFKA = [sys.executable, "-m", "sparkafka.cli"]
+
+
+def test_broker_command_prints_address_and_stops_on_ctrl_c() -> None:
+    proc = subprocess.Popen([*SPARKAFKA, "broker"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("bootstrap servers: 127.0.0.1:")
+        address = first.split()[2]
+        assert AdminClient({"bootstrap.servers": address}).list_topics(timeout=10).brokers
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        assert "broker stopped" in proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_demo_runs_end_to_end() -> None:
+    result = subprocess.run(
+        [*SPARKAFKA, "demo", "--records", "800"], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "800 distinct order ids of 800 produced, 800 read" in result.stdout
+    assert "Spark job: revenue per currency" in result.stdout
+
+
+def test_seal_makes_latest_the_log_end(kafka_conf: dict[str, str], new_topic: Callable[..., str]) -> None:
+    topic = new_topic(partitions=2)
+    producer = Producer({**kafka_conf, "linger.ms": 50})
+    for i in range(100):
+        producer.produce(topic, str(i).encode(), partition=i % 2)
+    producer.flush(30)
+    seal_latest_offsets(kafka_conf, topic, [0, 1])
+    admin = AdminClient(kafka_conf)
+    futures = admin.list_offsets({CTopicPartition(topic, p): OffsetSpec.latest() for p in (0, 1)})
+    assert sorted(f.result(30).offset for f in futures.values()) == [51, 51]

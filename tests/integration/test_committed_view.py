@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from confluent_kafka import Producer
+
+from sparkafka.local.committed_view import CONTROL_ABORT, CONTROL_COMMIT, committed_view, read_raw_batches
+
+
+def test_oracle_on_committed_aborted_and_open_transactions(
+    kafka_conf: dict[str, str], new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(partitions=2)
+    plain = Producer(kafka_conf)
+    plain.produce(topic, b"plain-0", partition=0)
+    plain.flush(30)
+    txn = Producer({**kafka_conf, "transactional.id": f"oracle-{topic}"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    txn.produce(topic, b"committed-0", partition=0)
+    txn.produce(topic, b"committed-1", partition=1)
+    txn.commit_transaction(30)
+    txn.begin_transaction()
+    txn.produce(topic, b"aborted-0", partition=0)
+    txn.flush(30)
+    txn.abort_transaction(30)
+    plain.produce(topic, b"plain-1", partition=1)
+    plain.flush(30)
+
+    raw = read_raw_batches(kafka_conf, topic)
+    markers = [b.control_type for b in raw[0] if b.is_control]
+    assert markers == [CONTROL_COMMIT, CONTROL_ABORT]
+    assert any(r.value == b"aborted-0" for b in raw[0] for r in b.records), "raw view must show aborted data"
+
+    view = committed_view(kafka_conf, topic)
+    assert [r.value for r in view[0]] == [b"plain-0", b"committed-0"]
+    assert [r.value for r in view[1]] == [b"committed-1", b"plain-1"]
+
+    # A transaction left open hides itself and everything after it in its partition.
+    txn.begin_transaction()
+    txn.produce(topic, b"open-1", partition=1)
+    txn.flush(30)
+    plain.produce(topic, b"after-open", partition=1)
+    plain.flush(30)
+    assert [r.value for r in committed_view(kafka_conf, topic)[1]] == [b"committed-1", b"plain-1"]
+    txn.commit_transaction(30)
+    assert [r.value for r in committed_view(kafka_conf, topic)[1]] == [
+        b"committed-1",
+        b"plain-1",
+        b"open-1",
+        b"after-open",
+    ]
