@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -49,25 +48,24 @@ def require(kafka_conf: dict[str, str]) -> Callable[[str], None]:
 
 
 @pytest.fixture
-def new_topic(kafka_conf: dict[str, str]) -> Iterator[Callable[..., str]]:
-    """Create uniquely named topics: ``new_topic(partitions=4)``; deleted after the test."""
+def new_topic(kafka_conf: dict[str, str]) -> Callable[..., str]:
+    """Create uniquely named topics: ``new_topic(partitions=4)``.
+
+    They are not deleted afterwards: with librdkafka 2.16 on tansu, deleting a topic that a live consumer
+    has read makes that consumer's process crash (SIGSEGV in a librdkafka thread), and Spark's Python
+    workers cache consumers across tests. Names are unique, so nothing leaks between tests.
+    """
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient(kafka_conf)
-    created: list[str] = []
 
     def _create(partitions: int = 1, prefix: str = "t") -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:12]}"
         for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
             future.result(30)
-        created.append(name)
         return name
 
-    yield _create
-    if created:
-        for future in admin.delete_topics(created).values():
-            with contextlib.suppress(Exception):
-                future.result(30)
+    return _create
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,14 @@ from sparkafka.structs import TopicPartition
 
 __version__ = "0.1.0"
 
+
+def register(spark: object) -> None:
+    """Register sparkafka's data sources with a SparkSession: ``format("sparkafka")`` for read and write."""
+    from sparkafka.datasource import register as _register
+
+    _register(spark)
+
+
 __all__ = [
     "BrokerError",
     "ConfigError",
@@ -13,4 +21,5 @@ __all__ = [
     "TopicPartition",
     "TransactionError",
     "__version__",
+    "register",
 ]

@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 from sparkafka.kafka import partition_for_key
 from sparkafka.local.broker import EmbeddedBroker
+from sparkafka.local.tansu_workarounds import SEAL_VALUE, seal_latest_offsets
 
 __all__ = ["make_order", "run_demo"]
 
@@ -50,6 +51,7 @@ def run_demo(out: TextIO, records: int = 5000, partitions: int = 4, seed: int = 
             # Java-compatible placement: librdkafka's own default would hash keys with CRC32.
             producer.produce("orders", value, key=key, partition=partition_for_key(key, partitions))
         producer.flush(60)
+        seal_latest_offsets(conf, "orders", range(partitions))  # tansu: exact ListOffsets(latest)
         elapsed = time.monotonic() - started
         print(f"produced {records} orders to 'orders' ({partitions} partitions) in {elapsed:.2f} s", file=out)
 
@@ -59,21 +61,29 @@ def run_demo(out: TextIO, records: int = 5000, partitions: int = 4, seed: int = 
         deadline = time.monotonic() + 60
         while len(rows) < records and time.monotonic() < deadline:
             for msg in consumer.consume(1000, 0.5):
-                if msg.error() is None:
+                if msg.error() is None and msg.value() != SEAL_VALUE:
                     rows.append((msg.partition(), msg.offset(), msg.key().decode(), msg.value().decode()))
         consumer.close()
         print(f"read back {len(rows)} records with a confluent-kafka consumer", file=out)
-        return _spark_report(rows, records, partitions, out)
+        return _spark_report(broker.bootstrap_servers, len(rows), records, partitions, out)
 
 
-def _spark_report(rows: list[tuple[int, int, str, str]], expected: int, partitions: int, out: TextIO) -> int:
+def _spark_report(bootstrap: str, read_back: int, expected: int, partitions: int, out: TextIO) -> int:
     from pyspark.sql import functions as F  # noqa: N812
 
     from sparkafka.local.spark import local_spark
 
     spark: Any = local_spark(app_name="sparkafka-demo")
     try:
-        df = spark.createDataFrame(rows, "partition int, offset long, key string, value string")
+        # The sparkafka batch source: earliest to latest, one task per Kafka partition.
+        df = (
+            spark.read.format("sparkafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", "orders")
+            .load()
+            .where(F.col("value") != F.lit(SEAL_VALUE))
+            .selectExpr("partition", "cast(key as string) as key", "cast(value as string) as value")
+        )
         orders = df.select(
             "partition",
             "key",
@@ -89,15 +99,20 @@ def _spark_report(rows: list[tuple[int, int, str, str]], expected: int, partitio
         for row in by_currency:
             print(f"  {row['currency']}  {row['orders']:>6} orders  {row['revenue']:>12,.2f}", file=out)
         distinct_ids = orders.select("order_id").distinct().count()
+        total = orders.count()
         placements = orders.select("key", "partition").distinct().collect()
         misplaced = [
             r for r in placements if partition_for_key(r["key"].encode(), partitions) != r["partition"]
         ]
     finally:
         spark.stop()
-    ok = len(rows) == expected and distinct_ids == expected and not misplaced
+    ok = read_back == expected and distinct_ids == expected == total and not misplaced
     print(
-        f"check: {distinct_ids} distinct order ids of {expected} produced, {len(rows)} read; "
+        f"Spark read {total} records with spark.read.format('sparkafka'), {distinct_ids} distinct order ids",
+        file=out,
+    )
+    print(
+        f"check: {distinct_ids} distinct order ids of {expected} produced, {read_back} read; "
         f"{len(placements)} customers, {len(misplaced)} on a partition Java's murmur2 would not choose: "
         + ("OK" if ok else "FAILED"),
         file=out,

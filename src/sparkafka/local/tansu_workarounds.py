@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-__all__ = ["SEAL_VALUE", "seal_latest_offsets"]
+__all__ = ["SEAL_VALUE", "exact_latest_producer_conf", "seal_latest_offsets"]
 
 SEAL_VALUE = b"__sparkafka_seal__"
 
@@ -27,3 +27,12 @@ def seal_latest_offsets(conf: Mapping[str, str], topic: str, partitions: Iterabl
     for partition in partitions:
         producer.produce(topic, SEAL_VALUE, partition=partition)
         producer.flush(30)
+
+
+def exact_latest_producer_conf(conf: Mapping[str, str]) -> dict[str, str]:
+    """Producer settings that put every record in its own batch, so tansu's ListOffsets(latest) is exact.
+
+    Slow (one request per record): use for the few hundred records a test needs, and
+    ``seal_latest_offsets`` after bulk loads.
+    """
+    return {**conf, "batch.num.messages": "1", "linger.ms": "0"}

@@ -1,0 +1,52 @@
+"""The ``sparkafka`` data source: the one class Spark sees; it hands off to the source and sink packages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.types import StructType
+
+from sparkafka.source.options import parse_source_options
+
+__all__ = ["KafkaDataSource", "register", "source_schema"]
+
+
+def source_schema(include_headers: bool) -> str:
+    """The source's output schema as Spark DDL."""
+    ddl = (
+        "key binary, value binary, topic string, partition int, offset long, "
+        "timestamp timestamp, timestampType int"
+    )
+    if include_headers:
+        ddl += ", headers array<struct<key: string, value: binary>>"
+    return ddl
+
+
+class KafkaDataSource(DataSource):
+    """``format("sparkafka")``: read from and write to Kafka with Flink's connector semantics."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "sparkafka"
+
+    def schema(self) -> str:
+        # Spark asks for the schema at load(): validating here reports bad options before a query starts.
+        # (endingOffsets is checked again, for streams, when the stream reader is made.)
+        options = parse_source_options(self.options, batch=True)
+        return source_schema(options.include_headers)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from sparkafka.source.reader import KafkaBatchReader
+
+        return KafkaBatchReader(parse_source_options(self.options, batch=True))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from sparkafka.source.reader import KafkaStreamReader
+
+        return KafkaStreamReader(parse_source_options(self.options))
+
+
+def register(spark: Any) -> None:
+    """Register every data source of this package with ``spark`` (``format("sparkafka")``)."""
+    spark.dataSource.register(KafkaDataSource)

@@ -1,0 +1,116 @@
+"""Helpers to parse Spark's string options once, with errors that name the option and what is allowed.
+
+Spark hands options to Python data sources as a case-insensitive map whose keys arrive lower-cased, so
+every lookup here is by lower-cased name, and errors use the documented (camelCase) spelling.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sparkafka.clientconf import is_secret_key
+from sparkafka.errors import ConfigError
+
+__all__ = ["OptionReader"]
+
+log = logging.getLogger(__name__)
+
+KAFKA_PREFIX = "kafka."
+
+
+class OptionReader:
+    """Typed, case-insensitive access to one option map; tracks which keys were used to reject the rest.
+
+    Args:
+        options: the raw option map.
+        known: the documented option names (camelCase); ``kafka.*`` keys are always accepted.
+        what: how errors name the thing being configured, e.g. "sparkafka source".
+    """
+
+    def __init__(self, options: Mapping[str, Any], known: Iterable[str], what: str) -> None:
+        self._raw = {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
+        self._known = {k.lower(): k for k in known}
+        self._what = what
+        unknown = sorted(k for k in self._raw if k not in self._known and not k.startswith(KAFKA_PREFIX))
+        if unknown:
+            valid = ", ".join(sorted(self._known.values()))
+            raise ConfigError(
+                f"unknown option(s) for the {what}: {', '.join(unknown)}. "
+                f"Valid options: {valid}, and kafka.* for Kafka client settings"
+            )
+
+    def name(self, key: str) -> str:
+        """The documented spelling of ``key``."""
+        return self._known.get(key.lower(), key)
+
+    def has(self, key: str) -> bool:
+        return key.lower() in self._raw and self._raw[key.lower()].strip() != ""
+
+    def get_str(self, key: str, default: str | None = None) -> str | None:
+        value = self._raw.get(key.lower())
+        if value is None or value.strip() == "":
+            return default
+        return value.strip()
+
+    def required(self, key: str, hint: str = "") -> str:
+        value = self.get_str(key)
+        if value is None:
+            raise ConfigError(f"option {self.name(key)} is required for the {self._what}{hint}")
+        return value
+
+    def choice(self, key: str, allowed: Iterable[str], default: str) -> str:
+        allowed = list(allowed)
+        value = (self.get_str(key) or default).lower().replace("-", "_")
+        normalised = {a.lower().replace("-", "_"): a for a in allowed}
+        if value not in normalised:
+            raise ConfigError(
+                f"option {self.name(key)}={self.get_str(key)!r} is not allowed; "
+                f"use one of: {', '.join(allowed)}"
+            )
+        return normalised[value]
+
+    def get_int(self, key: str, default: int, minimum: int | None = None) -> int:
+        text = self.get_str(key)
+        if text is None:
+            return default
+        try:
+            value = int(text)
+        except ValueError:
+            raise ConfigError(f"option {self.name(key)}={text!r} must be a whole number") from None
+        if minimum is not None and value < minimum:
+            raise ConfigError(f"option {self.name(key)}={value} must be >= {minimum}")
+        return value
+
+    def optional_int(self, key: str, minimum: int | None = None) -> int | None:
+        return self.get_int(key, 0, minimum) if self.has(key) else None
+
+    def get_bool(self, key: str, default: bool) -> bool:
+        text = self.get_str(key)
+        if text is None:
+            return default
+        lowered = text.lower()
+        if lowered in ("true", "1", "yes"):
+            return True
+        if lowered in ("false", "0", "no"):
+            return False
+        raise ConfigError(f"option {self.name(key)}={text!r} must be true or false")
+
+    def get_json(self, key: str) -> Any:
+        text = self.required(key)
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(
+                f"option {self.name(key)} is not valid JSON ({e.msg} at char {e.pos})"
+            ) from None
+
+    def kafka(self) -> dict[str, str]:
+        """Every ``kafka.*`` option with the prefix removed, for the Kafka clients."""
+        return {k[len(KAFKA_PREFIX) :]: v for k, v in self._raw.items() if k.startswith(KAFKA_PREFIX)}
+
+    def describe(self) -> dict[str, str]:
+        """The options as given, with secrets masked, for logs and plans."""
+        return {k: ("********" if is_secret_key(k) else v) for k, v in sorted(self._raw.items())}

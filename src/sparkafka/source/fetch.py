@@ -1,0 +1,266 @@
+"""Executor-side reading: consume offset ranges with confluent-kafka and build Arrow record batches.
+
+Runs inside Spark's Python workers. One consumer per worker process and configuration is cached and reused
+across tasks and micro-batches (creating one costs a broker handshake); it is only ever used with
+``assign`` and explicit positions, never with group membership or commits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from sparkafka.errors import BrokerError, DataLossError
+from sparkafka.structs import TopicPartition
+
+__all__ = ["OffsetRange", "arrow_schema", "read_ranges"]
+
+log = logging.getLogger(__name__)
+
+ROWS_PER_BATCH = 20_000
+_CONSUME_CHUNK = 5_000
+
+_HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """Read ``[start, end)`` of one partition."""
+
+    tp: TopicPartition
+    start: int
+    end: int
+
+
+def arrow_schema(include_headers: bool) -> pa.Schema:
+    """The Arrow schema of what ``read_ranges`` yields; matches the source's Spark schema."""
+    fields = [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        fields.append(pa.field("headers", _HEADERS_TYPE))
+    return pa.schema(fields)
+
+
+_consumers: dict[tuple[tuple[str, str], ...], Any] = {}
+
+
+def _close_all() -> None:
+    for consumer in _consumers.values():
+        with contextlib.suppress(Exception):
+            consumer.close()
+    _consumers.clear()
+
+
+atexit.register(_close_all)
+
+
+def _consumer(conf: Mapping[str, str]) -> Any:
+    from confluent_kafka import Consumer
+
+    settings = dict(conf)
+    settings["enable.auto.commit"] = "false"
+    settings["enable.auto.offset.store"] = "false"
+    settings["enable.partition.eof"] = "true"
+    # An out-of-range position must surface as an error (data loss), never as a silent reset.
+    settings["auto.offset.reset"] = "error"
+    settings.setdefault("group.id", "sparkafka-reader")
+    # Bigger fetches per partition: a task reads known ranges to the end, so larger requests only help.
+    settings.setdefault("max.partition.fetch.bytes", str(8 * 1024 * 1024))
+    key = tuple(sorted(settings.items()))
+    consumer = _consumers.get(key)
+    if consumer is None:
+        consumer = Consumer(settings)
+        _consumers[key] = consumer
+    return consumer
+
+
+def _timestamp_type(kind: int) -> int:
+    # librdkafka: 1 create time, 2 log append time, 0 not available; Kafka's TimestampType ids: 0, 1, -1.
+    return {1: 0, 2: 1}.get(kind, -1)
+
+
+class _Columns:
+    """Column builders for one Arrow batch."""
+
+    def __init__(self, include_headers: bool) -> None:
+        self.include_headers = include_headers
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.topics: list[str] = []
+        self.partitions: list[int] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int | None] = []
+        self.types: list[int] = []
+        self.headers: list[list[dict[str, Any]] | None] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, msgs: Sequence[Any], topic: str, partition: int) -> None:
+        self.keys.extend([m.key() for m in msgs])
+        self.values.extend([m.value() for m in msgs])
+        self.offsets.extend([m.offset() for m in msgs])
+        stamps = [m.timestamp() for m in msgs]
+        kinds = {kind for kind, _ in stamps}
+        if kinds == {1}:  # the common case: every record has a create time
+            self.timestamps.extend([ts * 1000 for _, ts in stamps])
+            self.types.extend([0] * len(stamps))
+        else:
+            self.timestamps.extend([ts * 1000 if kind else None for kind, ts in stamps])
+            self.types.extend([_timestamp_type(kind) for kind, _ in stamps])
+        self.topics.extend([topic] * len(msgs))
+        self.partitions.extend([partition] * len(msgs))
+        if self.include_headers:
+            for m in msgs:
+                hs = m.headers()
+                self.headers.append([{"key": k, "value": v} for k, v in hs] if hs else [])
+
+    def build(self, schema: pa.Schema) -> pa.RecordBatch:
+        arrays = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.array(self.topics, pa.string()),
+            pa.array(self.partitions, pa.int32()),
+            pa.array(self.offsets, pa.int64()),
+            pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
+            pa.array(self.types, pa.int32()),
+        ]
+        if self.include_headers:
+            arrays.append(pa.array(self.headers, _HEADERS_TYPE))
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def read_ranges(
+    conf: Mapping[str, str],
+    ranges: Sequence[OffsetRange],
+    include_headers: bool = False,
+    fail_on_data_loss: bool = True,
+    poll_timeout_ms: int = 120_000,
+) -> Iterator[pa.RecordBatch]:
+    """Yield every record in ``ranges`` exactly once, in offset order per partition, as Arrow batches.
+
+    A partition is done when a record at or past its end arrives, the consumer's position reaches the end,
+    or the partition's end-of-log event reports an offset at or past the end. So gaps (transaction
+    markers, compaction, aborted records under read_committed) never stall it.
+
+    Raises:
+        DataLossError: the range starts below the log start (retention) and ``fail_on_data_loss``.
+        BrokerError: no progress within ``poll_timeout_ms``.
+    """
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    todo = [r for r in ranges if r.end > r.start]
+    if not todo:
+        return
+    schema = arrow_schema(include_headers)
+    consumer = _consumer(conf)
+    starts = {r.tp: _check_start(consumer, r, fail_on_data_loss) for r in todo}
+    ends = {r.tp: r.end for r in todo}
+    pending = {tp for tp in ends if starts[tp] < ends[tp]}
+    consumer.assign([CTopicPartition(tp.topic, tp.partition, starts[tp]) for tp in sorted(pending)])
+    columns = _Columns(include_headers)
+    last_progress = time.monotonic()
+    try:
+        while pending:
+            msgs = consumer.consume(_CONSUME_CHUNK, 0.5)
+            eof: dict[TopicPartition, int] = {}
+            if any(m.error() is not None for m in msgs):
+                msgs, eof = _split_events(msgs)
+            # Split the chunk into runs of one partition (librdkafka hands out whole fetched batches).
+            keys = [(m.topic(), m.partition()) for m in msgs]
+            starts_of_runs = [0, *[i for i in range(1, len(keys)) if keys[i] != keys[i - 1]], len(keys)]
+            for i, j in itertools.pairwise(starts_of_runs):
+                if i == j:
+                    continue
+                tp = TopicPartition(*keys[i])
+                if tp not in pending:
+                    continue
+                end = ends[tp]
+                run = msgs[i:j]
+                if run[-1].offset() >= end - 1:
+                    run = [m for m in run if m.offset() < end]
+                    pending.discard(tp)
+                if run:
+                    columns.add(run, tp.topic, tp.partition)
+            # End-of-partition events count only after the data consumed with them.
+            for tp, offset in eof.items():
+                if tp in pending and offset >= ends[tp]:
+                    pending.discard(tp)
+            if msgs:
+                last_progress = time.monotonic()
+            elif pending:
+                _drop_finished(consumer, pending, ends)
+                if pending and (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
+                    desc = ", ".join(f"{tp} up to {ends[tp]}" for tp in sorted(pending))
+                    raise BrokerError(
+                        f"no records arrived for {poll_timeout_ms} ms while reading {desc} "
+                        "(raise pollTimeoutMs if the broker is slow)"
+                    )
+            if len(columns) >= ROWS_PER_BATCH:
+                yield columns.build(schema)
+                columns = _Columns(include_headers)
+        if len(columns):
+            yield columns.build(schema)
+    finally:
+        consumer.unassign()
+
+
+def _split_events(msgs: list[Any]) -> tuple[list[Any], dict[TopicPartition, int]]:
+    """The data messages, and the end-of-partition offsets seen; errors raise."""
+    from confluent_kafka import KafkaError
+
+    data = []
+    eof: dict[TopicPartition, int] = {}
+    for m in msgs:
+        err = m.error()
+        if err is None:
+            data.append(m)
+            continue
+        tp = TopicPartition(m.topic(), m.partition())
+        if err.code() == KafkaError._PARTITION_EOF:
+            eof[tp] = m.offset()
+        elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+            raise DataLossError(f"offsets of {tp} are out of range while reading: {err.str()}")
+        else:
+            raise BrokerError(f"reading {tp} failed: {err.str()}")
+    return data, eof
+
+
+def _drop_finished(consumer: Any, pending: set[TopicPartition], ends: Mapping[TopicPartition, int]) -> None:
+    """Drop partitions whose consumer position passed their end without a record to show it."""
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    positions = consumer.position([CTopicPartition(tp.topic, tp.partition) for tp in pending])
+    for ctp in positions:
+        tp = TopicPartition(ctp.topic, ctp.partition)
+        if ctp.offset >= 0 and ctp.offset >= ends[tp]:
+            pending.discard(tp)
+
+
+def _check_start(consumer: Any, r: OffsetRange, fail_on_data_loss: bool) -> int:
+    """The offset to start at: ``r.start``, unless retention removed it (then data loss)."""
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    low, _high = consumer.get_watermark_offsets(CTopicPartition(r.tp.topic, r.tp.partition), timeout=30)
+    if low is None or low < 0 or r.start >= low:
+        return r.start
+    lost = f"{r.tp}: offsets {r.start}..{min(low, r.end) - 1} were removed (log starts at {low})"
+    if fail_on_data_loss:
+        raise DataLossError(f"{lost}. Set failOnDataLoss=false to skip ahead with a warning")
+    log.warning("%s; skipping ahead (failOnDataLoss=false)", lost)
+    return int(min(low, r.end))

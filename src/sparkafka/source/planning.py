@@ -1,0 +1,219 @@
+"""Offset planning for the source, pure and testable without Kafka or Spark.
+
+All offsets here are "the next record to read": a batch covers ``[start, end)`` per partition.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+from sparkafka.errors import ConfigError, DataLossError
+from sparkafka.source.options import EARLIEST, LATEST, SourceOptions, Subscription
+from sparkafka.structs import TopicPartition
+
+__all__ = [
+    "KafkaMetadata",
+    "Offsets",
+    "apply_read_limit",
+    "offsets_from_json",
+    "offsets_to_json",
+    "reconcile",
+    "resolve_startup",
+]
+
+log = logging.getLogger(__name__)
+
+Offsets = dict[TopicPartition, int]
+
+
+class KafkaMetadata(Protocol):
+    """What planning needs to ask the cluster. Implemented over AdminClient, and by fakes in tests."""
+
+    def partitions(self, subscription: Subscription) -> set[TopicPartition]:
+        """The partitions that exist now and belong to the subscription."""
+        ...
+
+    def earliest(self, tps: Iterable[TopicPartition]) -> Offsets:
+        """The log start offset of each partition."""
+        ...
+
+    def latest(self, tps: Iterable[TopicPartition]) -> Offsets:
+        """The end of each partition as the source may read it (the last stable offset for read_committed)."""
+        ...
+
+    def for_timestamp(self, tps: Iterable[TopicPartition], timestamp_ms: int) -> Offsets:
+        """Per partition the first offset whose record timestamp is >= ``timestamp_ms``; -1 when none."""
+        ...
+
+    def committed(self, group_id: str, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        """The group's committed offsets (None where it has none)."""
+        ...
+
+
+def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """``{"topic": {"0": 23}}``, topics and partitions sorted (Spark compares offsets by their JSON)."""
+    out: dict[str, dict[str, int]] = {}
+    for tp in sorted(offsets):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = int(offsets[tp])
+    return out
+
+
+def offsets_from_json(data: Mapping[str, Mapping[str, int]]) -> Offsets:
+    return {TopicPartition(t, int(p)): int(o) for t, parts in data.items() for p, o in parts.items()}
+
+
+def _resolve_sentinels(offsets: Offsets, metadata: KafkaMetadata) -> Offsets:
+    earliest = [tp for tp, o in offsets.items() if o == EARLIEST]
+    latest = [tp for tp, o in offsets.items() if o == LATEST]
+    out = dict(offsets)
+    if earliest:
+        out.update(metadata.earliest(earliest))
+    if latest:
+        out.update(metadata.latest(latest))
+    return out
+
+
+def _group_offsets(options: SourceOptions, tps: set[TopicPartition], metadata: KafkaMetadata) -> Offsets:
+    """Flink's GROUP_OFFSETS: committed offsets, else ``kafka.auto.offset.reset``."""
+    if not tps:
+        return {}
+    assert options.group_id is not None
+    committed = metadata.committed(options.group_id, tps)
+    missing = sorted(tp for tp in tps if committed.get(tp) is None)
+    out: Offsets = {tp: o for tp, o in committed.items() if o is not None and tp in tps}
+    if missing:
+        if options.offset_reset == "error":
+            raise ConfigError(
+                f"group {options.group_id!r} has no committed offset for {', '.join(map(str, missing))} "
+                "and kafka.auto.offset.reset=error; commit offsets for the group, or set "
+                "kafka.auto.offset.reset to earliest or latest"
+            )
+        reset = metadata.earliest(missing) if options.offset_reset == "earliest" else metadata.latest(missing)
+        out.update(reset)
+    return out
+
+
+def resolve_startup(options: SourceOptions, metadata: KafkaMetadata, tps: set[TopicPartition]) -> Offsets:
+    """The first batch's start offsets for a query without a checkpoint, with Flink's fallbacks."""
+    if options.startup == "earliest":
+        return metadata.earliest(tps)
+    if options.startup == "latest":
+        return metadata.latest(tps)
+    if options.startup == "group":
+        return _group_offsets(options, tps, metadata)
+    if options.startup == "timestamp":
+        assert options.starting_timestamp is not None
+        found = metadata.for_timestamp(tps, options.starting_timestamp)
+        # Flink's TIMESTAMP: partitions without a record at or after the timestamp start at latest.
+        none = [tp for tp in tps if found.get(tp, -1) < 0]
+        out = {tp: o for tp, o in found.items() if o >= 0 and tp in tps}
+        out.update(metadata.latest(none) if none else {})
+        return out
+    # SPECIFIC_OFFSETS: listed partitions as given, the others from the group (Flink's fallback).
+    specific = {tp: o for tp, o in options.specific_offsets.items() if tp in tps}
+    unknown = sorted(set(options.specific_offsets) - tps)
+    if unknown:
+        log.warning(
+            "startingOffsets names partitions that are not subscribed: %s", ", ".join(map(str, unknown))
+        )
+    rest = tps - set(specific)
+    out = _resolve_sentinels(specific, metadata)
+    if rest:
+        if options.group_id:
+            out.update(_group_offsets(options, rest, metadata))
+        else:
+            reset = options.offset_reset
+            if reset == "error":
+                raise ConfigError(
+                    f"startingOffsets does not list {', '.join(map(str, sorted(rest)))} and there is no "
+                    "kafka.group.id to fall back on; list every partition or set kafka.group.id"
+                )
+            out.update(metadata.earliest(rest) if reset == "earliest" else metadata.latest(rest))
+    return out
+
+
+def reconcile(
+    start: Mapping[TopicPartition, int],
+    current: set[TopicPartition],
+    subscription: Subscription,
+    fail_on_data_loss: bool,
+) -> tuple[Offsets, set[TopicPartition], set[TopicPartition]]:
+    """Align a batch's start offsets with the partitions that exist and are subscribed now.
+
+    Returns:
+        (start offsets kept, partitions new to the query, partitions dropped). New partitions start at
+        earliest (the caller resolves it). Partitions of topics no longer subscribed are dropped with a
+        warning. A partition that vanished from a still-subscribed topic is data loss.
+
+    Raises:
+        DataLossError: for vanished partitions when ``fail_on_data_loss``.
+    """
+    kept: Offsets = {}
+    dropped: set[TopicPartition] = set()
+    for tp, offset in start.items():
+        if tp in current:
+            kept[tp] = offset
+        elif not subscription.matches(tp.topic):
+            dropped.add(tp)
+        elif fail_on_data_loss:
+            raise DataLossError(
+                f"partition {tp} (next offset {offset}) no longer exists but is still subscribed "
+                f"({subscription.describe()}); the topic or partition was deleted. Set failOnDataLoss=false "
+                "to skip it with a warning"
+            )
+        else:
+            log.warning(
+                "partition %s (next offset %d) was deleted; skipping it (failOnDataLoss=false)", tp, offset
+            )
+            dropped.add(tp)
+    if dropped:
+        log.warning(
+            "dropping partitions no longer subscribed or gone: %s", ", ".join(map(str, sorted(dropped)))
+        )
+    new = current - set(start)
+    return kept, new, dropped
+
+
+def apply_read_limit(
+    start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], max_records: int | None
+) -> Offsets:
+    """End offsets for one batch: ``latest``, or at most ``max_records`` split in proportion to what each
+    partition has available, every partition with data getting at least one record when the limit allows.
+
+    Partitions whose latest is below their start (a broker reporting stale offsets) stay where they are:
+    an end never moves backwards.
+    """
+    avail = {tp: max(0, latest.get(tp, start[tp]) - start[tp]) for tp in start}
+    total = sum(avail.values())
+    if max_records is None or total <= max_records:
+        return {tp: start[tp] + avail[tp] for tp in start}
+    with_data = sorted((tp for tp in avail if avail[tp] > 0), key=lambda tp: (-avail[tp], tp))
+    take = dict.fromkeys(start, 0)
+    if max_records < len(with_data):
+        # Too few to give one to each: the partitions furthest behind go first; the rest next batch.
+        for tp in with_data[:max_records]:
+            take[tp] = 1
+    else:
+        budget = max_records
+        for tp in with_data:
+            take[tp] = 1
+            budget -= 1
+        # Largest-remainder apportionment of what is left, capped by availability.
+        remaining = {tp: avail[tp] - 1 for tp in with_data}
+        rest_total = sum(remaining.values())
+        if rest_total and budget:
+            exact = {tp: budget * remaining[tp] / rest_total for tp in with_data}
+            floor = {tp: min(remaining[tp], int(exact[tp])) for tp in with_data}
+            for tp in with_data:
+                take[tp] += floor[tp]
+            left = budget - sum(floor.values())
+            by_fraction = sorted(with_data, key=lambda tp: (-(exact[tp] - int(exact[tp])), tp))
+            for tp in by_fraction:
+                if left <= 0:
+                    break
+                if take[tp] < avail[tp]:
+                    take[tp] += 1
+                    left -= 1
+    return {tp: start[tp] + take[tp] for tp in start}

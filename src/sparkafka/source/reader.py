@@ -1,0 +1,217 @@
+"""Spark-facing adapters for reading: a thin layer over planning, assignment and fetch.
+
+Process model (measured, PySpark 4.3): the streaming reader lives in Spark's Python source runner, one
+long-lived process per query, so state kept between ``latestOffset`` calls survives; ``read`` runs in
+worker processes on a separately pickled copy, so nothing set after construction is visible there.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+from sparkafka.errors import ConfigError
+from sparkafka.source.admin import AdminMetadata
+from sparkafka.source.assignment import assign_tasks, task_name
+from sparkafka.source.fetch import OffsetRange, read_ranges
+from sparkafka.source.options import SourceOptions
+from sparkafka.source.planning import (
+    Offsets,
+    apply_read_limit,
+    offsets_from_json,
+    offsets_to_json,
+    reconcile,
+    resolve_startup,
+)
+from sparkafka.structs import TopicPartition
+
+__all__ = ["KafkaBatchReader", "KafkaInputPartition", "KafkaStreamReader"]
+
+log = logging.getLogger(__name__)
+
+
+class KafkaInputPartition(InputPartition):
+    """What one reader task reads: its index and its offset ranges."""
+
+    def __init__(self, task: int, ranges: list[OffsetRange]) -> None:
+        super().__init__(task)
+        self.task = task
+        self.ranges = ranges
+
+    def __repr__(self) -> str:
+        return f"KafkaInputPartition(task={self.task}, ranges={self.ranges})"
+
+
+class _Planner:
+    """Shared by the batch and the streaming reader: discovery, metadata and task planning."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._metadata: AdminMetadata | None = None
+        self._last_tasks: list[list[TopicPartition]] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Kafka clients do not pickle; workers rebuild what they need from the options.
+        state = dict(self.__dict__)
+        state["_metadata"] = None
+        return state
+
+    @property
+    def metadata(self) -> AdminMetadata:
+        if self._metadata is None:
+            self._metadata = AdminMetadata(self.options.kafka)
+        return self._metadata
+
+    def discover(self) -> set[TopicPartition]:
+        return self.metadata.partitions(self.options.subscription)
+
+    def discover_initial(self) -> set[TopicPartition]:
+        """Partitions at start; none is an error naming the subscription (Flink's behaviour)."""
+        tps = self.discover()
+        sub = self.options.subscription
+        missing = [t for t in sub.topics if not any(tp.topic == t for tp in tps)]
+        if missing:
+            raise ConfigError(
+                f"Unable to retrieve any partitions for topic(s) {', '.join(missing)} ({sub.describe()}): "
+                "they do not exist. Create them first, or check the names"
+            )
+        if not tps:
+            raise ConfigError(
+                f"Unable to retrieve any partitions with {sub.describe()}: nothing matches. "
+                "Create the topics first, or check the subscription"
+            )
+        return tps
+
+    def plan(self, start: Offsets, end: Offsets) -> list[KafkaInputPartition]:
+        ranges = {
+            tp: OffsetRange(tp, start[tp], end[tp]) for tp in end if tp in start and end[tp] > start[tp]
+        }
+        if not ranges:
+            return []
+        parallelism = self.options.parallelism or len(end)
+        previous = {task_name(i): ps for i, ps in enumerate(self._last_tasks)} if self._last_tasks else None
+        tasks = assign_tasks(end, parallelism, self.options.strategy, previous)
+        if tasks != self._last_tasks:
+            mapping = "; ".join(f"task {i}: {', '.join(map(str, ps)) or '-'}" for i, ps in enumerate(tasks))
+            log.info(
+                "partition assignment (%s, parallelism %d): %s", self.options.strategy, parallelism, mapping
+            )
+            self._last_tasks = tasks
+        return [
+            KafkaInputPartition(i, [ranges[tp] for tp in ps if tp in ranges])
+            for i, ps in enumerate(tasks)
+            if any(tp in ranges for tp in ps)
+        ]
+
+    def read(self, partition: KafkaInputPartition) -> Iterator[Any]:
+        o = self.options
+        return read_ranges(
+            o.kafka, partition.ranges, o.include_headers, o.fail_on_data_loss, o.poll_timeout_ms
+        )
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("sparkafka")``: FlinkKafkaConsumer's behaviour in micro-batches."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._planner = _Planner(options)
+        self._options = options
+        self._known: set[TopicPartition] | None = None
+        self._last_discovery = 0.0
+        self._target: Offsets | None = None
+        self._reported: Offsets | None = None
+
+    def _partitions_now(self) -> set[TopicPartition]:
+        interval = self._options.discovery_interval_ms
+        now = time.monotonic()
+        due = self._known is None or (interval >= 0 and (now - self._last_discovery) * 1000 >= interval)
+        if due:
+            found = self._planner.discover_initial() if self._known is None else self._planner.discover()
+            if self._known is not None and found - self._known:
+                log.info("discovered new partitions: %s", ", ".join(map(str, sorted(found - self._known))))
+            self._known = found
+            self._last_discovery = now
+        assert self._known is not None
+        return self._known
+
+    def initialOffset(self) -> dict[str, Any]:
+        tps = self._partitions_now()
+        return offsets_to_json(resolve_startup(self._options, self._planner.metadata, tps))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+        limit = self._options.max_records_per_trigger
+        return ReadMaxRows(limit) if limit else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        tps = self._partitions_now()
+        self._target = self._planner.metadata.latest(tps)
+        log.info("Trigger.AvailableNow: reading up to %s", offsets_to_json(self._target))
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        metadata = self._planner.metadata
+        current = self._partitions_now()
+        if self._target is not None:
+            current = current & set(self._target)
+        kept, new, _dropped = reconcile(
+            offsets_from_json(start), current, self._options.subscription, self._options.fail_on_data_loss
+        )
+        latest = metadata.latest(kept)
+        if self._target is not None:
+            latest = {tp: min(o, self._target.get(tp, kept[tp])) for tp, o in latest.items()}
+        self._reported = {**latest, **metadata.earliest(new)} if new else latest
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end = apply_read_limit(kept, latest, max_rows)
+        # New partitions enter at their earliest offset with no records this batch, so the checkpoint
+        # always holds concrete offsets and a re-run plans exactly the same ranges.
+        if new:
+            end.update(metadata.earliest(new))
+        return offsets_to_json(end)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return offsets_to_json(self._reported) if self._reported is not None else None
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        return self._planner.plan(offsets_from_json(start), offsets_from_json(end))
+
+    def read(self, partition: KafkaInputPartition) -> Iterator[Any]:  # type: ignore[override]
+        return self._planner.read(partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Called one batch late, when the next batch is planned; offsets live in the checkpoint."""
+
+    def stop(self) -> None:
+        log.info("source stopped")
+
+
+class KafkaBatchReader(DataSourceReader):
+    """``spark.read.format("sparkafka")``: one bounded read from the starting to the ending offsets."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._planner = _Planner(options)
+        metadata = self._planner.metadata
+        tps = self._planner.discover_initial()
+        self._start = resolve_startup(options, metadata, tps)
+        latest = metadata.latest(tps)
+        if options.ending_offsets is None:
+            self._end = latest
+        else:
+            wanted = {tp: (latest[tp] if o == -1 else o) for tp, o in options.ending_offsets.items()}
+            self._end = {tp: wanted.get(tp, latest[tp]) for tp in tps}
+        for tp, end in self._end.items():
+            if end < self._start.get(tp, end):
+                raise ConfigError(
+                    f"endingOffsets for {tp} ({end}) is before its starting offset ({self._start[tp]})"
+                )
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return self._planner.plan(self._start, self._end)
+
+    def read(self, partition: KafkaInputPartition) -> Iterator[Any]:  # type: ignore[override]
+        return self._planner.read(partition)

@@ -1,0 +1,282 @@
+"""The source against a real broker and a real SparkSession."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as CTopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from tests.integration.source_helpers import (
+    memory_query,
+    produce,
+    read_values,
+    run_to_parquet,
+    source,
+)
+
+
+def memory_values(spark: Any, name: str) -> list[str]:
+    return [r["value"] for r in spark.sql(f"select value from {name}").collect()]
+
+
+def test_batch_read_earliest_to_latest_with_ending_offsets(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(partitions=3)
+    values = produce(kafka_conf, topic, (f"v{i}" for i in range(90)), partitions=3)
+    df = (
+        spark.read.format("sparkafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+    )
+    rows = df.load().collect()
+    assert sorted(r["value"].decode() for r in rows) == sorted(values)
+    assert {r["timestampType"] for r in rows} == {0}
+    assert all(r["key"].startswith(b"k") for r in rows)
+    ending = df.option("endingOffsets", f'{{"{topic}": {{"0": 10, "1": 5}}}}').load()
+    assert Counter(r["partition"] for r in ending.collect()) == {0: 10, 1: 5, 2: 30}
+
+
+def test_streaming_earliest_reads_everything_once_with_headers(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], checkpoint: str
+) -> None:
+    topic = new_topic(partitions=2)
+    values = produce(kafka_conf, topic, (f"h{i}" for i in range(40)), 2, headers=[("trace", b"abc")])
+    df = source(spark, bootstrap, subscribe=topic, startingOffsets="earliest", includeHeaders="true")
+    name = f"q_{uuid.uuid4().hex[:8]}"
+    query = memory_query(df, name, checkpoint)
+    try:
+        query.processAllAvailable()
+        rows = spark.sql(f"select value, headers from {name}").collect()
+    finally:
+        query.stop()
+    assert sorted(r["value"] for r in rows) == sorted(values)
+    assert all([(h["key"], bytes(h["value"])) for h in r["headers"]] == [("trace", b"abc")] for r in rows)
+
+
+def test_latest_reads_only_new_records(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], checkpoint: str
+) -> None:
+    topic = new_topic(partitions=2)
+    produce(kafka_conf, topic, (f"old{i}" for i in range(20)), 2)
+    name = f"q_{uuid.uuid4().hex[:8]}"
+    query = memory_query(
+        source(spark, bootstrap, subscribe=topic, startingOffsets="latest"), name, checkpoint
+    )
+    try:
+        query.processAllAvailable()
+        new = produce(kafka_conf, topic, (f"new{i}" for i in range(10)), 2)
+        query.processAllAvailable()
+        assert sorted(memory_values(spark, name)) == sorted(new)
+    finally:
+        query.stop()
+
+
+def _commit_group(conf: dict[str, str], group: str, offsets: dict[tuple[str, int], int]) -> None:
+    consumer = Consumer({**conf, "group.id": group, "enable.auto.commit": False, "session.timeout.ms": 6000})
+    consumer.commit(offsets=[CTopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+    consumer.close()
+
+
+def test_group_offsets_with_reset_fallback(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    produce(kafka_conf, topic, (f"g{i}" for i in range(20)), 2)  # 10 per partition: g0, g2, ... on 0
+    group = f"grp-{uuid.uuid4().hex[:8]}"
+    _commit_group(kafka_conf, group, {(topic, 0): 7})
+    df = source(
+        spark, bootstrap, subscribe=topic, **{"kafka.group.id": group, "kafka.auto.offset.reset": "earliest"}
+    )
+    run_to_parquet(df, str(tmp_path / "out"), str(tmp_path / "ck"))
+    got = read_values(spark, str(tmp_path / "out"))
+    # Partition 0 from its committed offset 7 (g14, g16, g18); partition 1 has no commit: earliest.
+    assert sorted(got) == sorted(["g14", "g16", "g18"] + [f"g{i}" for i in range(1, 20, 2)])
+
+
+def test_specific_offsets_fall_back_to_group(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=3)
+    produce(kafka_conf, topic, (f"s{i}" for i in range(30)), 3)
+    group = f"grp-{uuid.uuid4().hex[:8]}"
+    _commit_group(kafka_conf, group, {(topic, 1): 8})
+    df = source(
+        spark,
+        bootstrap,
+        subscribe=topic,
+        startingOffsets=f'{{"{topic}": {{"0": 9, "2": -2}}}}',
+        **{"kafka.group.id": group},
+    )
+    run_to_parquet(df, str(tmp_path / "out"), str(tmp_path / "ck"))
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert Counter(r["partition"] for r in rows) == {0: 1, 1: 2, 2: 10}
+
+
+def test_timestamp_startup(
+    spark: Any,
+    kafka_conf: dict[str, str],
+    bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: Path,
+    require: Callable[[str], None],
+) -> None:
+    require("offsets_for_times")
+    topic = new_topic(partitions=2)
+    produce(kafka_conf, topic, ["early-a", "early-b"], 2, timestamp=1_000_000)
+    produce(kafka_conf, topic, ["late-a"], 1, timestamp=3_000_000)
+    df = source(spark, bootstrap, subscribe=topic, startingTimestamp=2_000_000)
+    run_to_parquet(df, str(tmp_path / "out"), str(tmp_path / "ck"))
+    # Partition 1 has no record at or after the timestamp: it starts at latest.
+    assert read_values(spark, str(tmp_path / "out")) == ["late-a"]
+
+
+def test_restore_and_rescale_lose_and_duplicate_nothing(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=5)
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+    expected: list[str] = []
+    for run, (parallelism, strategy) in enumerate([(2, "flink"), (3, "range"), (1, "sticky")]):
+        expected += produce(kafka_conf, topic, (f"r{run}-{i}" for i in range(50)), 5)
+        df = source(
+            spark,
+            bootstrap,
+            subscribe=topic,
+            startingOffsets="earliest",
+            parallelism=parallelism,
+            assignmentStrategy=strategy,
+            maxRecordsPerTrigger=20,
+        )
+        run_to_parquet(df, out, ck)
+        got = read_values(spark, out)
+        assert Counter(got) == Counter(expected), f"after run {run}"
+
+
+def test_max_records_per_trigger_and_available_now(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=3)
+    values = produce(kafka_conf, topic, (f"m{i}" for i in range(100)), 3)
+    df = source(spark, bootstrap, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger=30)
+    query = run_to_parquet(df, str(tmp_path / "out"), str(tmp_path / "ck"))
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert max(sizes) <= 30
+    assert sum(sizes) == 100
+    assert sorted(read_values(spark, str(tmp_path / "out"))) == sorted(values)
+
+
+def test_pattern_discovery_picks_up_new_topic_while_running(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, checkpoint: str
+) -> None:
+    prefix = f"pat{uuid.uuid4().hex[:6]}"
+    admin = AdminClient(kafka_conf)
+    for f in admin.create_topics([NewTopic(f"{prefix}-a", 2, 1)]).values():
+        f.result(30)
+    first = produce(kafka_conf, f"{prefix}-a", (f"a{i}" for i in range(10)), 2)
+    df = source(
+        spark,
+        bootstrap,
+        subscribePattern=f"{prefix}-.*",
+        startingOffsets="earliest",
+        partitionDiscoveryIntervalMs=0,
+    )
+    name = f"q_{uuid.uuid4().hex[:8]}"
+    query = memory_query(df, name, checkpoint)
+    try:
+        query.processAllAvailable()
+        assert sorted(memory_values(spark, name)) == sorted(first)
+        for f in admin.create_topics(
+            [NewTopic(f"{prefix}-b", 3, 1), NewTopic(f"other{prefix}", 1, 1)]
+        ).values():
+            f.result(30)
+        produce(kafka_conf, f"other{prefix}", ["not-matching"], 1)
+        second = produce(kafka_conf, f"{prefix}-b", (f"b{i}" for i in range(9)), 3)
+        query.processAllAvailable()
+        assert sorted(memory_values(spark, name)) == sorted(first + second)
+    finally:
+        query.stop()
+
+
+def test_new_partitions_of_a_growing_topic_start_at_earliest(
+    spark: Any,
+    kafka_conf: dict[str, str],
+    bootstrap: str,
+    new_topic: Callable[..., str],
+    checkpoint: str,
+    require: Callable[[str], None],
+) -> None:
+    require("create_partitions")
+    topic = new_topic(partitions=1)
+    first = produce(kafka_conf, topic, ["x0", "x1"], 1)
+    df = source(spark, bootstrap, subscribe=topic, startingOffsets="latest", partitionDiscoveryIntervalMs=0)
+    name = f"q_{uuid.uuid4().hex[:8]}"
+    query = memory_query(df, name, checkpoint)
+    try:
+        query.processAllAvailable()
+        for f in AdminClient(kafka_conf).create_partitions([NewPartitions(topic, 3)]).values():
+            f.result(30)
+        from confluent_kafka import Producer
+
+        p = Producer(kafka_conf)
+        for part in (1, 2):
+            p.produce(topic, f"new-{part}".encode(), partition=part)
+        p.flush(30)
+        query.processAllAvailable()
+        assert sorted(memory_values(spark, name)) == ["new-1", "new-2"]
+        assert first  # the records before the start are not read (startingOffsets=latest)
+    finally:
+        query.stop()
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_deleted_topic_and_fail_on_data_loss(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, checkpoint: str, fail_on_data_loss: bool
+) -> None:
+    prefix = f"loss{uuid.uuid4().hex[:6]}"
+    admin = AdminClient(kafka_conf)
+    for f in admin.create_topics([NewTopic(f"{prefix}-a", 1, 1), NewTopic(f"{prefix}-b", 1, 1)]).values():
+        f.result(30)
+    produce(kafka_conf, f"{prefix}-a", ["a0"], 1)
+    produce(kafka_conf, f"{prefix}-b", ["b0"], 1)
+    df = source(
+        spark,
+        bootstrap,
+        subscribePattern=f"{prefix}-.*",
+        startingOffsets="earliest",
+        partitionDiscoveryIntervalMs=0,
+        failOnDataLoss=str(fail_on_data_loss).lower(),
+    )
+    name = f"q_{uuid.uuid4().hex[:8]}"
+    query = memory_query(df, name, checkpoint)
+    try:
+        query.processAllAvailable()
+        for f in admin.delete_topics([f"{prefix}-b"]).values():
+            f.result(30)
+        # A deleted topic still matches the pattern: it is data loss, not an unsubscribed topic.
+        produce(kafka_conf, f"{prefix}-a", ["a1"], 1)
+        if fail_on_data_loss:
+            with pytest.raises(Exception, match=r"no longer exists but is still subscribed"):
+                query.processAllAvailable()
+        else:
+            query.processAllAvailable()
+            assert sorted(memory_values(spark, name)) == ["a0", "a1", "b0"]
+    finally:
+        query.stop()
+
+
+def test_missing_topic_and_bad_options_fail_at_start(spark: Any, bootstrap: str, checkpoint: str) -> None:
+    with pytest.raises(Exception, match="Unable to retrieve any partitions for topic"):
+        source(spark, bootstrap, subscribe=f"missing-{uuid.uuid4().hex}").writeStream.format("noop").option(
+            "checkpointLocation", checkpoint
+        ).start().processAllAvailable()
+    # Bad options fail at load(), before any query starts.
+    with pytest.raises(Exception, match="assignmentStrategy='random' is not allowed"):
+        source(spark, bootstrap, subscribe="x", assignmentStrategy="random")
+    with pytest.raises(Exception, match="startingOffsets is not valid JSON"):
+        source(spark, bootstrap, subscribe="x", startingOffsets="{oops")

@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparkafka.errors import ConfigError, SparkafkaError
+from sparkafka.source.options import parse_source_options
+from sparkafka.structs import TopicPartition
+
+BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "a,b"}
+
+
+def parse(**extra: Any) -> Any:
+    return parse_source_options({**BASE, **extra})
+
+
+def test_defaults_without_group() -> None:
+    o = parse()
+    assert o.subscription.topics == ("a", "b")
+    assert o.startup == "latest"
+    assert o.kafka["enable.auto.commit"] == "false"
+    assert o.kafka["isolation.level"] == "read_committed"
+    assert o.strategy == "flink"
+    assert o.discovery_interval_ms == 30_000
+    assert o.fail_on_data_loss is True
+
+
+def test_group_is_default_startup_with_group_id() -> None:
+    assert parse(**{"kafka.group.id": "g"}).startup == "group"
+
+
+def test_keys_are_case_insensitive() -> None:
+    o = parse_source_options(
+        {"kafka.bootstrap.servers": "h:1", "subscribepattern": "t-.*", "MAXRECORDSPERTRIGGER": "10"}
+    )
+    assert o.subscription.pattern == "t-.*"
+    assert o.max_records_per_trigger == 10
+
+
+def test_auto_commit_is_forced_off_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        o = parse(**{"kafka.enable.auto.commit": "true"})
+    assert o.kafka["enable.auto.commit"] == "false"
+    assert "enable.auto.commit=true is ignored" in caplog.text
+
+
+def test_unknown_option_lists_valid_ones() -> None:
+    with pytest.raises(
+        ConfigError, match=r"unknown option\(s\).*startingofset.*Valid options:.*startingOffsets"
+    ):
+        parse(startingOfset="earliest")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"subscribe": None}, "exactly one of the options subscribe"),
+        ({"subscribePattern": "x"}, "exactly one of the options subscribe"),
+        ({"kafka.bootstrap.servers": ""}, "kafka.bootstrap.servers is required"),
+        ({"startingOffsets": "newest"}, "startingOffsets='newest' is not allowed"),
+        ({"startingOffsets": "{bad"}, "startingOffsets is not valid JSON"),
+        ({"startingOffsets": '{"a": {"x": 1}}'}, "partition 'x'"),
+        ({"startingOffsets": '{"a": {"0": -5}}'}, "must be >= 0"),
+        ({"startingOffsets": "earliest", "startingTimestamp": "5"}, "conflict"),
+        ({"startingTimestamp": "soon"}, "startingTimestamp='soon' must be a whole number"),
+        ({"startingOffsets": "group"}, "needs option kafka.group.id"),
+        ({"partitionDiscoveryIntervalMs": "-2"}, "must be >= -1"),
+        ({"parallelism": "0"}, "parallelism=0 must be >= 1"),
+        ({"assignmentStrategy": "random"}, "use one of: flink, range, roundrobin, sticky"),
+        ({"maxRecordsPerTrigger": "5", "maxOffsetsPerTrigger": "5"}, "aliases"),
+        ({"failOnDataLoss": "maybe"}, "must be true or false"),
+        ({"kafka.auto.offset.reset": "smallest"}, "use earliest, latest or error"),
+        ({"kafka.isolation.level": "dirty"}, "read_committed or read_uncommitted"),
+        ({"endingOffsets": "latest"}, "batch reads"),
+    ],
+)
+def test_bad_options_name_the_option(options: dict[str, Any], message: str) -> None:
+    raw = {**BASE, **options}
+    raw = {k: v for k, v in raw.items() if v is not None}
+    with pytest.raises(ConfigError, match=message):
+        parse_source_options(raw)
+
+
+def test_specific_offsets_and_assign() -> None:
+    o = parse_source_options(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "assign": '{"a": [1, 0]}',
+            "startingOffsets": '{"a": {"0": 23, "1": -2}}',
+        }
+    )
+    assert o.subscription.partitions == (TopicPartition("a", 0), TopicPartition("a", 1))
+    assert o.startup == "specific"
+    assert o.specific_offsets == {TopicPartition("a", 0): 23, TopicPartition("a", 1): -2}
+
+
+def test_batch_ending_offsets_and_default_earliest() -> None:
+    o = parse_source_options({**BASE, "endingOffsets": '{"a": {"0": 5}}'}, batch=True)
+    assert o.startup == "earliest"
+    assert o.ending_offsets == {TopicPartition("a", 0): 5}
+
+
+def test_pattern_must_compile() -> None:
+    with pytest.raises(ConfigError, match="not a valid regex"):
+        parse_source_options({"kafka.bootstrap.servers": "h:1", "subscribePattern": "("})
+
+
+KEYS = st.sampled_from(
+    [
+        "subscribe",
+        "subscribePattern",
+        "assign",
+        "startingOffsets",
+        "startingTimestamp",
+        "parallelism",
+        "assignmentStrategy",
+        "maxRecordsPerTrigger",
+        "failOnDataLoss",
+        "partitionDiscoveryIntervalMs",
+        "kafka.group.id",
+        "kafka.auto.offset.reset",
+        "bogus",
+        "endingOffsets",
+        "includeHeaders",
+    ]
+)
+VALUES = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["earliest", "latest", "group", "true", "-1", "0", "7", '{"a": {"0": 1}}', '{"a": [0]}']),
+)
+
+
+@given(st.dictionaries(KEYS, VALUES, max_size=6), st.booleans())
+def test_random_option_maps_accept_or_raise_our_error(options: dict[str, str], batch: bool) -> None:
+    raw = {"kafka.bootstrap.servers": "h:1", **options}
+    with contextlib.suppress(SparkafkaError):
+        parse_source_options(raw, batch=batch)

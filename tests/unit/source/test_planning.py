@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparkafka.errors import ConfigError, DataLossError
+from sparkafka.source.options import Subscription, parse_source_options
+from sparkafka.source.planning import (
+    Offsets,
+    apply_read_limit,
+    offsets_from_json,
+    offsets_to_json,
+    reconcile,
+    resolve_startup,
+)
+from sparkafka.structs import TopicPartition
+
+A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+
+
+class FakeMetadata:
+    """An in-memory cluster: per partition a log [earliest, latest) and record timestamps."""
+
+    def __init__(self) -> None:
+        self.logs = {A0: (5, 50), A1: (0, 10), B0: (0, 0)}
+        self.timestamps = {A0: [(5, 1000), (20, 2000), (40, 3000)], A1: [(0, 1500)], B0: []}
+        self.group: dict[TopicPartition, int | None] = {A0: 30}
+
+    def partitions(self, subscription: Subscription) -> set[TopicPartition]:
+        return {tp for tp in self.logs if subscription.matches(tp.topic)}
+
+    def earliest(self, tps: Iterable[TopicPartition]) -> Offsets:
+        return {tp: self.logs[tp][0] for tp in tps}
+
+    def latest(self, tps: Iterable[TopicPartition]) -> Offsets:
+        return {tp: self.logs[tp][1] for tp in tps}
+
+    def for_timestamp(self, tps: Iterable[TopicPartition], timestamp_ms: int) -> Offsets:
+        out = {}
+        for tp in tps:
+            hits = [o for o, ts in self.timestamps[tp] if ts >= timestamp_ms]
+            out[tp] = hits[0] if hits else -1
+        return out
+
+    def committed(self, group_id: str, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        return {tp: self.group.get(tp) for tp in tps}
+
+
+ALL = {A0, A1, B0}
+
+
+def startup(**options: str) -> Offsets:
+    opts = parse_source_options({"kafka.bootstrap.servers": "h:1", "subscribe": "a,b", **options})
+    return resolve_startup(opts, FakeMetadata(), ALL)
+
+
+def test_earliest_and_latest() -> None:
+    assert startup(startingOffsets="earliest") == {A0: 5, A1: 0, B0: 0}
+    assert startup(startingOffsets="latest") == {A0: 50, A1: 10, B0: 0}
+
+
+def test_group_offsets_fall_back_to_auto_offset_reset() -> None:
+    assert startup(**{"kafka.group.id": "g"}) == {A0: 30, A1: 10, B0: 0}
+    assert startup(**{"kafka.group.id": "g", "kafka.auto.offset.reset": "earliest"}) == {A0: 30, A1: 0, B0: 0}
+    with pytest.raises(ConfigError, match="no committed offset for a-1, b-0"):
+        startup(**{"kafka.group.id": "g", "kafka.auto.offset.reset": "error"})
+
+
+def test_specific_offsets_fall_back_to_group() -> None:
+    got = startup(**{"kafka.group.id": "g", "startingOffsets": '{"a": {"1": 7}, "b": {"0": -2}}'})
+    assert got == {A0: 30, A1: 7, B0: 0}
+
+
+def test_specific_offsets_without_group_use_reset() -> None:
+    got = startup(**{"startingOffsets": '{"a": {"0": 9}}', "kafka.auto.offset.reset": "earliest"})
+    assert got == {A0: 9, A1: 0, B0: 0}
+
+
+def test_timestamp_with_latest_fallback() -> None:
+    assert startup(startingTimestamp="1800") == {A0: 20, A1: 10, B0: 0}
+    assert startup(startingTimestamp="0") == {A0: 5, A1: 0, B0: 0}
+
+
+def test_json_round_trip_is_sorted() -> None:
+    offsets = {B0: 1, A1: 3, A0: 2}
+    data = offsets_to_json(offsets)
+    assert list(data) == ["a", "b"]
+    assert list(data["a"]) == ["0", "1"]
+    assert offsets_from_json(data) == offsets
+
+
+def test_reconcile_new_dropped_and_lost() -> None:
+    sub = Subscription(topics=("a",))
+    kept, new, dropped = reconcile({A0: 3, B0: 4}, {A0, A1}, sub, fail_on_data_loss=True)
+    assert kept == {A0: 3}
+    assert new == {A1}
+    assert dropped == {B0}
+    with pytest.raises(DataLossError, match=r"a-1 .*no longer exists"):
+        reconcile({A0: 3, A1: 2}, {A0}, sub, fail_on_data_loss=True)
+    kept, _, dropped = reconcile({A0: 3, A1: 2}, {A0}, sub, fail_on_data_loss=False)
+    assert kept == {A0: 3}
+    assert dropped == {A1}
+
+
+def test_read_limit_proportional_and_never_starving() -> None:
+    start = {A0: 0, A1: 0, B0: 0}
+    latest = {A0: 1000, A1: 10, B0: 0}
+    end = apply_read_limit(start, latest, 101)
+    assert sum(end.values()) == 101
+    assert end[A1] >= 1
+    assert end[B0] == 0
+    assert apply_read_limit(start, latest, None) == latest
+
+
+@given(
+    st.dictionaries(
+        st.builds(TopicPartition, st.sampled_from("xyz"), st.integers(0, 5)),
+        st.tuples(st.integers(0, 1000), st.integers(0, 1000)),
+        min_size=1,
+    ),
+    st.one_of(st.none(), st.integers(1, 3000)),
+)
+def test_read_limit_properties(parts: dict[TopicPartition, tuple[int, int]], limit: int | None) -> None:
+    start = {tp: s for tp, (s, _) in parts.items()}
+    latest = {tp: s + n for tp, (s, n) in parts.items()}
+    end = apply_read_limit(start, latest, limit)
+    taken = {tp: end[tp] - start[tp] for tp in start}
+    assert all(0 <= taken[tp] <= latest[tp] - start[tp] for tp in start)
+    available = sum(latest[tp] - start[tp] for tp in start)
+    assert sum(taken.values()) == (available if limit is None else min(limit, available))
+    with_data = [tp for tp in start if latest[tp] > start[tp]]
+    if limit is not None and limit >= len(with_data):
+        assert all(taken[tp] >= 1 for tp in with_data)
+
+
+def test_read_limit_never_moves_backwards() -> None:
+    assert apply_read_limit({A0: 10}, {A0: 4}, None) == {A0: 10}
