@@ -280,3 +280,18 @@ def test_missing_topic_and_bad_options_fail_at_start(spark: Any, bootstrap: str,
         source(spark, bootstrap, subscribe="x", assignmentStrategy="random")
     with pytest.raises(Exception, match="startingOffsets is not valid JSON"):
         source(spark, bootstrap, subscribe="x", startingOffsets="{oops")
+
+
+def test_restore_drops_partitions_no_longer_subscribed(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    keep, drop = new_topic(partitions=2), new_topic(partitions=1)
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+    first = produce(kafka_conf, keep, ["k0", "k1"], 2) + produce(kafka_conf, drop, ["d0"], 1)
+    run_to_parquet(source(spark, bootstrap, subscribe=f"{keep},{drop}", startingOffsets="earliest"), out, ck)
+    assert sorted(read_values(spark, out)) == sorted(first)
+    later = produce(kafka_conf, keep, ["k2", "k3"], 2)
+    produce(kafka_conf, drop, ["d1"], 1)
+    # Restored offsets win over startingOffsets=latest; the dropped topic is left out with a warning.
+    run_to_parquet(source(spark, bootstrap, subscribe=keep, startingOffsets="latest"), out, ck)
+    assert sorted(read_values(spark, out)) == sorted(first + later)
