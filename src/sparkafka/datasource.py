@@ -12,15 +12,13 @@ from sparkafka.source.options import parse_source_options
 __all__ = ["KafkaDataSource", "register", "source_schema"]
 
 
-def source_schema(include_headers: bool) -> str:
-    """The source's output schema as Spark DDL."""
-    ddl = (
-        "key binary, value binary, topic string, partition int, offset long, "
-        "timestamp timestamp, timestampType int"
-    )
-    if include_headers:
-        ddl += ", headers array<struct<key: string, value: binary>>"
-    return ddl
+def source_schema(include_headers: bool) -> StructType:
+    """The source's output schema, derived from the Arrow schema the readers yield (one definition)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from sparkafka.source.fetch import arrow_schema
+
+    return from_arrow_schema(arrow_schema(include_headers))
 
 
 class KafkaDataSource(DataSource):
@@ -30,7 +28,7 @@ class KafkaDataSource(DataSource):
     def name(cls) -> str:
         return "sparkafka"
 
-    def schema(self) -> str:
+    def schema(self) -> StructType:
         # Spark asks for the schema at load(): validating here reports bad options before a query starts.
         # (endingOffsets is checked again, for streams, when the stream reader is made.)
         options = parse_source_options(self.options, batch=True)

@@ -7,16 +7,12 @@ every lookup here is by lower-cased name, and errors use the documented (camelCa
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sparkafka.clientconf import is_secret_key
 from sparkafka.errors import ConfigError
 
 __all__ = ["OptionReader"]
-
-log = logging.getLogger(__name__)
 
 KAFKA_PREFIX = "kafka."
 
@@ -55,10 +51,10 @@ class OptionReader:
             return default
         return value.strip()
 
-    def required(self, key: str, hint: str = "") -> str:
+    def required(self, key: str) -> str:
         value = self.get_str(key)
         if value is None:
-            raise ConfigError(f"option {self.name(key)} is required for the {self._what}{hint}")
+            raise ConfigError(f"option {self.name(key)} is required for the {self._what}")
         return value
 
     def choice(self, key: str, allowed: Iterable[str], default: str) -> str:
@@ -110,7 +106,3 @@ class OptionReader:
     def kafka(self) -> dict[str, str]:
         """Every ``kafka.*`` option with the prefix removed, for the Kafka clients."""
         return {k[len(KAFKA_PREFIX) :]: v for k, v in self._raw.items() if k.startswith(KAFKA_PREFIX)}
-
-    def describe(self) -> dict[str, str]:
-        """The options as given, with secrets masked, for logs and plans."""
-        return {k: ("********" if is_secret_key(k) else v) for k, v in sorted(self._raw.items())}

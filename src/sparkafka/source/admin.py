@@ -6,7 +6,6 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sparkafka.clientconf import mask_secrets
 from sparkafka.errors import BrokerError
 from sparkafka.source.options import Subscription
 from sparkafka.source.planning import Offsets
@@ -121,7 +120,3 @@ class AdminMetadata:
             ok = ctp.error is None and ctp.offset >= 0
             out[TopicPartition(ctp.topic, ctp.partition)] = int(ctp.offset) if ok else None
         return out
-
-    def describe(self) -> dict[str, Any]:
-        """The client settings, secrets masked."""
-        return mask_secrets(self._conf)

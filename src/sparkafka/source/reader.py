@@ -165,13 +165,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = metadata.latest(kept)
         if self._target is not None:
             latest = {tp: min(o, self._target.get(tp, kept[tp])) for tp, o in latest.items()}
-        self._reported = {**latest, **metadata.earliest(new)} if new else latest
-        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        end = apply_read_limit(kept, latest, max_rows)
         # New partitions enter at their earliest offset with no records this batch, so the checkpoint
         # always holds concrete offsets and a re-run plans exactly the same ranges.
-        if new:
-            end.update(metadata.earliest(new))
+        entering = metadata.earliest(new) if new else {}
+        self._reported = {**latest, **entering}
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end = apply_read_limit(kept, latest, max_rows)
+        end.update(entering)
         return offsets_to_json(end)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
