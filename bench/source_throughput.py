@@ -19,7 +19,7 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sparkafka.local import EmbeddedBroker
-from sparkafka.local.spark import local_spark
+from sparkafka.local.spark import local_spark, stop_spark
 from sparkafka.local.tansu_workarounds import seal_latest_offsets
 
 
@@ -105,7 +105,7 @@ def main() -> None:
             spark_source(spark, broker.bootstrap_servers, "bench-warmup", 20_000 + args.partitions, 10_000)
             ours = spark_source(spark, broker.bootstrap_servers, topic, total, args.batch_records)
         finally:
-            spark.stop()
+            stop_spark(spark)
         print(f"(b) sparkafka source, local[2] -> noop       : {ours:>12,.0f} records/s")
         print(f"ratio (b)/(a): {ours / raw:.2f}")
 

@@ -71,13 +71,13 @@ def new_topic(kafka_conf: dict[str, str]) -> Callable[..., str]:
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One SparkSession on local[2], quiet, with its scratch space under the test's temp dir."""
-    from sparkafka.local.spark import local_spark
+    from sparkafka.local.spark import local_spark, stop_spark
 
     session = local_spark(scratch=str(tmp_path_factory.mktemp("spark")), app_name="sparkafka-tests")
     try:
         yield session
     finally:
-        session.stop()
+        stop_spark(session)
 
 
 @pytest.fixture

@@ -71,7 +71,7 @@ def run_demo(out: TextIO, records: int = 5000, partitions: int = 4, seed: int = 
 def _spark_report(bootstrap: str, read_back: int, expected: int, partitions: int, out: TextIO) -> int:
     from pyspark.sql import functions as F  # noqa: N812
 
-    from sparkafka.local.spark import local_spark
+    from sparkafka.local.spark import local_spark, stop_spark
 
     spark: Any = local_spark(app_name="sparkafka-demo")
     try:
@@ -105,7 +105,7 @@ def _spark_report(bootstrap: str, read_back: int, expected: int, partitions: int
             r for r in placements if partition_for_key(r["key"].encode(), partitions) != r["partition"]
         ]
     finally:
-        spark.stop()
+        stop_spark(spark)
     ok = read_back == expected and distinct_ids == expected == total and not misplaced
     print(
         f"Spark read {total} records with spark.read.format('sparkafka'), {distinct_ids} distinct order ids",

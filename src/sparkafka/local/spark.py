@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["local_spark"]
+__all__ = ["local_spark", "stop_spark"]
 
 _LOG4J = """rootLogger.level = error
 rootLogger.appenderRef.stdout.ref = console
@@ -52,3 +52,31 @@ def local_spark(master: str = "local[2]", app_name: str = "sparkafka", scratch: 
     if register is not None:
         register(session)
     return session
+
+
+def stop_spark(session: Any, timeout_s: float = 30.0) -> None:
+    """Stop ``session`` and wait for its JVM to exit, so no Spark process outlives the caller's work.
+
+    ``SparkSession.stop`` leaves the gateway JVM running until the Python process exits; here the JVM is
+    told to exit (its stdin is closed, as PySpark does at interpreter exit) and is killed by PID if it has
+    not exited within ``timeout_s``.
+    """
+    from pyspark import SparkContext
+
+    session.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if proc is None:
+        return
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=timeout_s)
+    except Exception:  # subprocess.TimeoutExpired: the JVM ignored its closed stdin
+        proc.kill()
+        proc.wait()
