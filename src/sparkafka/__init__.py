@@ -1,7 +1,14 @@
 """sparkafka: Apache Flink's Kafka connector semantics for Spark Structured Streaming."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from sparkafka.errors import BrokerError, ConfigError, DataLossError, SparkafkaError, TransactionError
 from sparkafka.structs import TopicPartition
+
+if TYPE_CHECKING:
+    from sparkafka.source.commits import SourceMetrics
 
 __version__ = "0.1.0"
 
@@ -13,6 +20,18 @@ def register(spark: object) -> None:
     _register(spark)
 
 
+def source_metrics(group_id: str, metrics_file: str | None = None) -> SourceMetrics | None:
+    """Group-commit metrics of the streaming source that commits for ``group_id``.
+
+    ``commits_succeeded``, ``commits_failed``, the offsets last committed per partition and the last error,
+    as written by the running (or last) query's source on every change; None before the first commit.
+    Pass ``metrics_file`` when the source was given the option metricsFile.
+    """
+    from sparkafka.source.commits import read_source_metrics
+
+    return read_source_metrics(group_id, metrics_file)
+
+
 __all__ = [
     "BrokerError",
     "ConfigError",
@@ -22,4 +41,5 @@ __all__ = [
     "TransactionError",
     "__version__",
     "register",
+    "source_metrics",
 ]

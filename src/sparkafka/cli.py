@@ -33,6 +33,37 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(sys.stdout, records=args.records, partitions=args.partitions)
 
 
+def _cmd_lag(args: argparse.Namespace) -> int:
+    from sparkafka.errors import SparkafkaError
+    from sparkafka.lag import fetch_group_lag, plot_lag, watch_lag
+
+    conf = {"bootstrap.servers": args.bootstrap_servers}
+    try:
+        first = fetch_group_lag(conf, args.group, args.topic)
+        if not first.has_commits:
+            where = f" on topic {args.topic}" if args.topic else ""
+            print(
+                f"group {args.group!r} has no committed offsets{where} "
+                "(nothing committed yet, or a different group id)",
+                file=sys.stderr,
+            )
+            return 1
+        readings = iter([first])
+        history = watch_lag(
+            lambda: next(readings, None) or fetch_group_lag(conf, args.group, args.topic),
+            sys.stdout,
+            args.watch,
+            args.count,
+        )
+        if args.plot:
+            plot_lag(history, args.group, args.plot)
+            print(f"wrote {args.plot} ({len(history)} readings)")
+    except SparkafkaError as e:
+        print(f"sparkafka lag: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkafka", description="Kafka for Spark, with Flink's semantics")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
@@ -47,6 +78,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--records", type=int, default=5000, help="orders to generate (default 5000)")
     demo.add_argument("--partitions", type=int, default=4, help="partitions of the input topic")
     demo.set_defaults(func=_cmd_demo)
+
+    lag = sub.add_parser("lag", help="committed offset, log end and lag of a consumer group, per partition")
+    lag.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+    lag.add_argument("--group", required=True, help="consumer group id")
+    lag.add_argument("--topic", help="only this topic (default: every topic the group committed)")
+    lag.add_argument(
+        "--watch", type=float, metavar="SECONDS", help="refresh in place every SECONDS until Ctrl-C"
+    )
+    lag.add_argument("--count", type=int, help="with --watch: stop after this many readings")
+    lag.add_argument("--plot", metavar="PNG", help="write a PNG of total lag over the watched period")
+    lag.set_defaults(func=_cmd_lag)
     return parser
 
 

@@ -5,9 +5,10 @@ Offsets in this project mean "the next record to read" unless a name says otherw
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
-__all__ = ["TopicPartition"]
+__all__ = ["TopicPartition", "committed_offsets"]
 
 
 class TopicPartition(NamedTuple):
@@ -23,3 +24,11 @@ class TopicPartition(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+def committed_offsets(partitions: Iterable[Any]) -> dict[TopicPartition, int | None]:
+    """A group's committed offsets from confluent-kafka TopicPartitions; None where it has none (or error)."""
+    return {
+        TopicPartition(p.topic, p.partition): (int(p.offset) if p.error is None and p.offset >= 0 else None)
+        for p in partitions
+    }

@@ -9,7 +9,7 @@ from typing import Any
 from sparkafka.errors import BrokerError
 from sparkafka.source.options import Subscription
 from sparkafka.source.planning import Offsets
-from sparkafka.structs import TopicPartition
+from sparkafka.structs import TopicPartition, committed_offsets
 
 __all__ = ["AdminMetadata"]
 
@@ -115,8 +115,4 @@ class AdminMetadata:
             result = next(iter(futures.values())).result(self._timeout_s)
         except Exception as e:
             raise self._fail(f"reading committed offsets of group {group_id!r}", e) from e
-        out: dict[TopicPartition, int | None] = {}
-        for ctp in result.topic_partitions:
-            ok = ctp.error is None and ctp.offset >= 0
-            out[TopicPartition(ctp.topic, ctp.partition)] = int(ctp.offset) if ok else None
-        return out
+        return committed_offsets(result.topic_partitions)

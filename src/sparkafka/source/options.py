@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 AssignmentStrategy = Literal["flink", "range", "roundrobin", "sticky"]
 StartupMode = Literal["group", "earliest", "latest", "specific", "timestamp"]
 OffsetReset = Literal["earliest", "latest", "error"]
+CommitMode = Literal["on_checkpoint", "periodic", "disabled"]
 
 # Kafka's sentinels inside an offsets JSON, as in Spark's Kafka source.
 EARLIEST = -2
@@ -45,6 +46,9 @@ SOURCE_OPTIONS = (
     "failOnDataLoss",
     "includeHeaders",
     "pollTimeoutMs",
+    "offsetCommitMode",
+    "offsetCommitIntervalMs",
+    "metricsFile",
 )
 
 
@@ -93,6 +97,11 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
+    commit_mode: CommitMode = "disabled"
+    """When completed batches' offsets go back to the consumer group (see ``sparkafka.source.commits``)."""
+    commit_interval_ms: int = 5_000
+    metrics_file: str | None = None
+    """Where the source runner writes its commit metrics; None means the default for the group."""
 
 
 def _parse_offsets_json(reader: OptionReader, key: str) -> dict[TopicPartition, int]:
@@ -220,6 +229,14 @@ def parse_source_options(options: Mapping[str, Any], batch: bool = False) -> Sou
     if max_records is None:
         max_records = reader.optional_int("maxOffsetsPerTrigger", minimum=1)
 
+    modes = ("on_checkpoint", "periodic", "disabled")
+    commit_mode = reader.choice("offsetCommitMode", modes, "on_checkpoint" if group_id else "disabled")
+    if commit_mode != "disabled" and not group_id:
+        raise ConfigError(
+            f"offsetCommitMode={commit_mode} needs option kafka.group.id (the consumer group to commit to); "
+            "set it, or use offsetCommitMode=disabled"
+        )
+
     return SourceOptions(
         kafka=kafka,
         subscription=subscription,
@@ -236,4 +253,7 @@ def parse_source_options(options: Mapping[str, Any], batch: bool = False) -> Sou
         fail_on_data_loss=reader.get_bool("failOnDataLoss", True),
         include_headers=reader.get_bool("includeHeaders", False),
         poll_timeout_ms=reader.get_int("pollTimeoutMs", 120_000, minimum=1),
+        commit_mode="disabled" if batch else commit_mode,  # type: ignore[arg-type]
+        commit_interval_ms=reader.get_int("offsetCommitIntervalMs", 5_000, minimum=0),
+        metrics_file=reader.get_str("metricsFile"),
     )

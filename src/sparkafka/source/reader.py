@@ -10,14 +10,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from sparkafka.errors import ConfigError
+from sparkafka.source import shutdown
 from sparkafka.source.admin import AdminMetadata
 from sparkafka.source.assignment import assign_tasks, task_name
+from sparkafka.source.commits import KafkaCommitClient, OffsetCommitter, default_metrics_file
 from sparkafka.source.fetch import OffsetRange, read_ranges
 from sparkafka.source.options import SourceOptions
 from sparkafka.source.planning import (
@@ -125,6 +128,28 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_discovery = 0.0
         self._target: Offsets | None = None
         self._reported: Offsets | None = None
+        self._committer: OffsetCommitter | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_committer"] = None  # driver-side only; holds a Kafka client
+        return state
+
+    @property
+    def committer(self) -> OffsetCommitter | None:
+        """Group commits of completed batches; lives in Spark's source runner process (the driver side)."""
+        o = self._options
+        if self._committer is None and o.commit_mode != "disabled" and o.group_id:
+            group = o.group_id
+            self._committer = OffsetCommitter(
+                lambda: KafkaCommitClient(o.kafka, group),
+                group,
+                mode=o.commit_mode,
+                interval_ms=o.commit_interval_ms,
+                metrics_file=Path(o.metrics_file) if o.metrics_file else default_metrics_file(group),
+            )
+            shutdown.guard.install_in_runner()
+        return self._committer
 
     def _partitions_now(self) -> set[TopicPartition]:
         interval = self._options.discovery_interval_ms
@@ -155,6 +180,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.info("Trigger.AvailableNow: reading up to %s", offsets_to_json(self._target))
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        with shutdown.guard.critical():
+            return self._latest_offset(start, limit)
+
+    def _latest_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        committer = self.committer
+        if committer is not None:
+            # Spark asks for the next batch only after the batch ending at `start` is in its commit log
+            # (and keeps asking while idle), so `start` is the newest offsets that can never be re-read.
+            committer.completed(offsets_from_json(start))
         metadata = self._planner.metadata
         current = self._partitions_now()
         if self._target is not None:
@@ -184,10 +218,17 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._planner.read(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Called one batch late, when the next batch is planned; offsets live in the checkpoint."""
+        """Called one batch late (when the next batch is planned); ``latestOffset`` saw these already."""
+        if self._committer is not None:
+            with shutdown.guard.critical():
+                self._committer.completed(offsets_from_json(end))
 
     def stop(self) -> None:
-        log.info("source stopped")
+        if self._committer is not None:
+            self._committer.close()
+            log.info("source stopped; group commits: %s", self._committer.metrics.to_json())
+        else:
+            log.info("source stopped")
 
 
 class KafkaBatchReader(DataSourceReader):

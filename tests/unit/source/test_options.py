@@ -140,3 +140,27 @@ def test_random_option_maps_accept_or_raise_our_error(options: dict[str, str], b
     raw = {"kafka.bootstrap.servers": "h:1", **options}
     with contextlib.suppress(SparkafkaError):
         parse_source_options(raw, batch=batch)
+
+
+def test_commit_mode_defaults_follow_the_group_id() -> None:
+    assert parse().commit_mode == "disabled"
+    with_group = parse(**{"kafka.group.id": "g"})
+    assert with_group.commit_mode == "on_checkpoint"
+    assert with_group.commit_interval_ms == 5_000
+    periodic = parse(
+        **{"kafka.group.id": "g", "offsetCommitMode": "PERIODIC", "offsetCommitIntervalMs": "250"}
+    )
+    assert (periodic.commit_mode, periodic.commit_interval_ms) == ("periodic", 250)
+    assert parse(**{"kafka.group.id": "g", "offsetCommitMode": "disabled"}).commit_mode == "disabled"
+
+
+def test_commit_mode_errors_name_the_option() -> None:
+    with pytest.raises(ConfigError, match=r"offsetCommitMode=on_checkpoint needs option kafka.group.id"):
+        parse(offsetCommitMode="on_checkpoint")
+    with pytest.raises(ConfigError, match=r"offsetCommitMode='sometimes' is not allowed.*on_checkpoint"):
+        parse(**{"kafka.group.id": "g", "offsetCommitMode": "sometimes"})
+    with pytest.raises(ConfigError, match=r"offsetCommitIntervalMs=-5 must be >= 0"):
+        parse(**{"kafka.group.id": "g", "offsetCommitIntervalMs": "-5"})
+    # Batch reads never commit (Spark's schema() call parses with batch=True, so this is not an error).
+    batch = parse_source_options({**BASE, "kafka.group.id": "g", "offsetCommitMode": "periodic"}, batch=True)
+    assert batch.commit_mode == "disabled"

@@ -1,0 +1,358 @@
+"""Committing completed micro-batches' offsets back to the Kafka consumer group (Flink's ON_CHECKPOINTS).
+
+The offsets of record are Spark's checkpoint; the group's offsets are a copy for lag tools and for
+``startingOffsets=group``. So a commit is asynchronous, best effort and counted, and a failed one never
+fails the query. The committer only ever hears of offsets whose batch is already in Spark's commit log
+(see ``KafkaStreamReader``), which is what makes a committed offset safe: no batch before it can re-run.
+
+Everything here is driven by the caller (``completed`` when a batch is known done, ``tick`` on every offset
+poll, ``close`` on stop), so it needs no thread of its own and is tested with a fake client and clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import tempfile
+import time
+import urllib.parse
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from sparkafka.source.options import CommitMode
+from sparkafka.structs import TopicPartition, committed_offsets
+
+__all__ = [
+    "MAX_PENDING_COMMITS",
+    "CommitClient",
+    "KafkaCommitClient",
+    "OffsetCommitter",
+    "SourceMetrics",
+    "default_metrics_file",
+    "read_source_metrics",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_PENDING_COMMITS = 100
+"""Flink's bound on commits in flight; beyond it the newest offsets wait for an answer."""
+
+Done = Callable[[Mapping[TopicPartition, int], str | None], None]
+
+
+class CommitClient(Protocol):
+    """What the committer needs from Kafka (a group-less, assign-mode consumer in production)."""
+
+    def commit_async(self, offsets: Mapping[TopicPartition, int], done: Done) -> None:
+        """Send an offset commit; ``done(offsets, error or None)`` is called from ``poll``."""
+
+    def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        """The group's committed offsets now (None where it has none)."""
+
+    def poll(self, timeout_s: float) -> None:
+        """Serve commit callbacks, waiting at most ``timeout_s`` for one."""
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class SourceMetrics:
+    """What a running source reports about its group commits (also written to its metrics file)."""
+
+    group_id: str
+    mode: str
+    commits_succeeded: int = 0
+    commits_failed: int = 0
+    committed: dict[TopicPartition, int] = field(default_factory=dict)
+    """The last offsets the group accepted from this source (next record to read, per partition)."""
+    last_error: str | None = None
+    pid: int = field(default_factory=os.getpid)
+    updated_ms: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        committed: dict[str, dict[str, int]] = {}
+        for tp, offset in sorted(self.committed.items()):
+            committed.setdefault(tp.topic, {})[str(tp.partition)] = offset
+        return {
+            "groupId": self.group_id,
+            "mode": self.mode,
+            "commitsSucceeded": self.commits_succeeded,
+            "commitsFailed": self.commits_failed,
+            "committedOffsets": committed,
+            "lastError": self.last_error,
+            "pid": self.pid,
+            "updatedMs": self.updated_ms,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SourceMetrics:
+        return cls(
+            group_id=data["groupId"],
+            mode=data["mode"],
+            commits_succeeded=int(data["commitsSucceeded"]),
+            commits_failed=int(data["commitsFailed"]),
+            committed={
+                TopicPartition(t, int(p)): int(o)
+                for t, parts in data["committedOffsets"].items()
+                for p, o in parts.items()
+            },
+            last_error=data.get("lastError"),
+            pid=int(data.get("pid", 0)),
+            updated_ms=int(data.get("updatedMs", 0)),
+        )
+
+
+def default_metrics_file(group_id: str) -> Path:
+    """Where a source committing for ``group_id`` writes its metrics unless option metricsFile says."""
+    name = urllib.parse.quote(group_id, safe="") or "_"
+    return Path(tempfile.gettempdir()) / "sparkafka" / "metrics" / f"source-{name}.json"
+
+
+def read_source_metrics(
+    group_id: str, metrics_file: str | os.PathLike[str] | None = None
+) -> SourceMetrics | None:
+    """The metrics last written by a source committing for ``group_id`` (None before its first write)."""
+    path = Path(metrics_file) if metrics_file is not None else default_metrics_file(group_id)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    return SourceMetrics.from_json(data)
+
+
+def _write_atomically(path: Path, data: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _describe(offsets: Mapping[TopicPartition, int]) -> str:
+    return ", ".join(f"{tp}@{o}" for tp, o in sorted(offsets.items()))
+
+
+class OffsetCommitter:
+    """Commits the newest completed offsets to ``group_id`` according to ``mode``.
+
+    Args:
+        client_factory: builds the Kafka client on first use (so a disabled committer never connects).
+        group_id: the consumer group.
+        mode: ``on_checkpoint`` commits every completed batch; ``periodic`` at most every ``interval_ms``
+            (the newest completed batch wins); ``disabled`` never commits.
+        interval_ms: the periodic interval, and the back-off before re-sending offsets whose commit failed.
+        metrics_file: where metrics go on every change (None: not written).
+        clock: monotonic seconds; injectable for tests.
+    """
+
+    def __init__(
+        self,
+        client_factory: Callable[[], CommitClient],
+        group_id: str,
+        *,
+        mode: CommitMode,
+        interval_ms: int = 5_000,
+        metrics_file: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._factory = client_factory
+        self._client: CommitClient | None = None
+        self._mode = mode
+        self._interval_s = interval_ms / 1000
+        self._metrics_file = metrics_file
+        self._clock = clock
+        self.metrics = SourceMetrics(group_id=group_id, mode=mode)
+        self._target: dict[TopicPartition, int] = {}
+        self._confirmed: dict[TopicPartition, int] | None = None
+        self._pending: deque[Mapping[TopicPartition, int]] = deque()
+        self._last_sent_at: float | None = None
+        self._last_failed_at: float | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self._mode != "disabled"
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def completed(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """The batch ending at ``offsets`` is in Spark's commit log: its offsets may go to the group."""
+        if not self.enabled:
+            return
+        for tp, offset in offsets.items():
+            if offset >= 0 and offset > self._target.get(tp, -1):
+                self._target[tp] = offset
+        self.tick()
+
+    def tick(self) -> None:
+        """Serve callbacks and send what is due; cheap enough for Spark's ~80 offset polls a second."""
+        if not self.enabled:
+            return
+        if self._client is not None:
+            self._client.poll(0)
+        self._send_if_due(force=False)
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Send the newest completed offsets regardless of the interval, wait for answers, release."""
+        if not self.enabled:
+            return
+        with contextlib.suppress(Exception):
+            self._send_if_due(force=True)
+            deadline = self._clock() + timeout_s
+            while self._pending and self._client is not None and self._clock() < deadline:
+                self._client.poll(0.1)
+        if self._pending:
+            log.warning("source stopped with %d offset commit(s) unanswered", len(self._pending))
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.close()
+            self._client = None
+
+    def _due(self) -> dict[TopicPartition, int]:
+        assert self._confirmed is not None
+        return {tp: o for tp, o in self._target.items() if o > self._confirmed.get(tp, -1)}
+
+    def _send_if_due(self, force: bool) -> None:
+        if not self._target:
+            return
+        now = self._clock()
+        if not force:
+            sent = self._last_sent_at
+            if self._mode == "periodic" and sent is not None and now - sent < self._interval_s:
+                return
+            if self._last_failed_at is not None and now - self._last_failed_at < self._interval_s:
+                return
+        if self._client is None:
+            self._client = self._factory()
+        if self._confirmed is None and not self._learn_group_offsets(now):
+            return
+        due = self._due()
+        if not due or (self._pending and dict(self._pending[-1]) == due):
+            return
+        if len(self._pending) >= MAX_PENDING_COMMITS:
+            return
+        self._pending.append(due)
+        self._last_sent_at = now
+        self._client.commit_async(due, self._on_done)
+
+    def _learn_group_offsets(self, now: float) -> bool:
+        """Read the group's offsets once, so a restart from an older checkpoint never moves them back."""
+        assert self._client is not None
+        try:
+            current = self._client.committed(self._target)
+        except Exception as e:
+            self._record_failure(f"reading the group's committed offsets failed: {e}", now)
+            return False
+        self._confirmed = {tp: o for tp, o in current.items() if o is not None}
+        behind = {tp: o for tp, o in self._target.items() if o < self._confirmed.get(tp, -1)}
+        if behind:
+            log.info(
+                "group %s is already ahead of this source for %s; not committing those partitions backwards",
+                self.metrics.group_id,
+                ", ".join(f"{tp} ({self._confirmed[tp]} > {o})" for tp, o in sorted(behind.items())),
+            )
+        return True
+
+    def _on_done(self, offsets: Mapping[TopicPartition, int], error: str | None) -> None:
+        with contextlib.suppress(ValueError):
+            self._pending.remove(offsets)
+        if error is not None:
+            self._record_failure(f"committing {_describe(offsets)} failed: {error}", self._clock())
+            return
+        assert self._confirmed is not None
+        for tp, o in offsets.items():
+            self._confirmed[tp] = max(o, self._confirmed.get(tp, -1))
+        self._last_failed_at = None
+        m = self.metrics
+        m.commits_succeeded += 1
+        m.committed.update(offsets)
+        log.info(
+            "committed offsets to group %s: %s (succeeded %d, failed %d)",
+            m.group_id,
+            _describe(offsets),
+            m.commits_succeeded,
+            m.commits_failed,
+        )
+        self._publish()
+
+    def _record_failure(self, why: str, now: float) -> None:
+        m = self.metrics
+        m.commits_failed += 1
+        m.last_error = why
+        self._last_failed_at = now
+        log.warning(
+            "offset commit to group %s: %s (the query goes on; succeeded %d, failed %d)",
+            m.group_id,
+            why,
+            m.commits_succeeded,
+            m.commits_failed,
+        )
+        self._publish()
+
+    def _publish(self) -> None:
+        if self._metrics_file is None:
+            return
+        self.metrics.updated_ms = int(time.time() * 1000)
+        try:
+            _write_atomically(self._metrics_file, self.metrics.to_json())
+        except OSError as e:
+            log.warning("could not write source metrics to %s: %s", self._metrics_file, e)
+
+
+class KafkaCommitClient:
+    """``CommitClient`` over a confluent-kafka consumer that never joins the group (assign-mode commits)."""
+
+    def __init__(self, conf: Mapping[str, str], group_id: str, timeout_s: float = 10.0) -> None:
+        from confluent_kafka import Consumer
+
+        settings: dict[str, Any] = dict(conf)
+        settings.update(
+            {
+                "group.id": group_id,
+                "enable.auto.commit": "false",
+                "enable.auto.offset.store": "false",
+                "on_commit": self._on_commit,
+            }
+        )
+        self._timeout_s = timeout_s
+        self._callbacks: deque[tuple[Mapping[TopicPartition, int], Done]] = deque()
+        self._consumer = Consumer(settings)
+
+    def commit_async(self, offsets: Mapping[TopicPartition, int], done: Done) -> None:
+        from confluent_kafka import TopicPartition as CTopicPartition
+
+        parts = [CTopicPartition(tp.topic, tp.partition, o) for tp, o in sorted(offsets.items())]
+        self._callbacks.append((offsets, done))
+        try:
+            self._consumer.commit(offsets=parts, asynchronous=True)
+        except Exception as e:
+            self._callbacks.pop()
+            done(offsets, str(e))
+
+    def _on_commit(self, error: Any, partitions: list[Any]) -> None:
+        # librdkafka answers commits in the order they were sent (one coordinator, one connection).
+        if not self._callbacks:
+            return
+        offsets, done = self._callbacks.popleft()
+        reasons = [str(error)] if error is not None else []
+        reasons += [f"{p.topic}-{p.partition}: {p.error}" for p in partitions if p.error is not None]
+        done(offsets, "; ".join(reasons) or None)
+
+    def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        from confluent_kafka import TopicPartition as CTopicPartition
+
+        wanted = [CTopicPartition(tp.topic, tp.partition) for tp in sorted(tps)]
+        result = self._consumer.committed(wanted, timeout=self._timeout_s)
+        return committed_offsets(result)
+
+    def poll(self, timeout_s: float) -> None:
+        # No assignment, so poll only serves callbacks (on_commit) and never returns records.
+        self._consumer.poll(timeout_s)
+
+    def close(self) -> None:
+        self._consumer.close()

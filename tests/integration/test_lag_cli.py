@@ -1,0 +1,77 @@
+"""``sparkafka lag`` against the real broker, as a user runs it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as CTopicPartition
+
+from tests.integration.source_helpers import produce
+
+SPARKAFKA = [sys.executable, "-m", "sparkafka.cli"]
+
+
+def lag(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*SPARKAFKA, "lag", "--bootstrap-servers", bootstrap, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={"COLUMNS": "120", "PATH": "/usr/bin:/bin"},
+    )
+
+
+def test_lag_per_partition_with_totals_watch_and_plot(
+    kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    produce(kafka_conf, topic, (f"l{i}" for i in range(30)), 2)  # 15 per partition
+    group = f"lag-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer({**kafka_conf, "group.id": group, "enable.auto.commit": False})
+    consumer.commit(
+        offsets=[CTopicPartition(topic, 0, 10), CTopicPartition(topic, 1, 15)], asynchronous=False
+    )
+    consumer.close()
+
+    result = lag(bootstrap, "--group", group, "--topic", topic)
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines()]
+    cells = [[c for c in row if c not in ("│", "┃")] for row in rows]
+    assert [topic, "0", "10", "15", "5"] in cells
+    assert [topic, "1", "15", "15", "0"] in cells
+    assert ["total", "25", "30", "5"] in cells
+
+    # Without --topic: every topic the group committed.
+    assert [topic, "0", "10", "15", "5"] in [
+        [c for c in line.split() if c not in ("│", "┃")]
+        for line in lag(bootstrap, "--group", group).stdout.splitlines()
+    ]
+
+    png = tmp_path / "lag.png"
+    watched = lag(
+        bootstrap, "--group", group, "--topic", topic, "--watch", "0.1", "--count", "3", "--plot", str(png)
+    )
+    assert watched.returncode == 0, watched.stderr
+    assert "wrote" in watched.stdout
+    assert "(3 readings)" in watched.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_lag_explains_a_group_without_commits_and_an_unknown_topic(
+    bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(partitions=1)
+    none = lag(bootstrap, "--group", f"nobody-{uuid.uuid4().hex[:8]}", "--topic", topic)
+    assert none.returncode == 1
+    assert "has no committed offsets" in none.stderr
+    assert "Traceback" not in none.stderr
+    missing = lag(bootstrap, "--group", "g", "--topic", f"absent-{uuid.uuid4().hex[:8]}")
+    assert missing.returncode == 1
+    assert "does not exist" in missing.stderr
+    assert "Traceback" not in missing.stderr

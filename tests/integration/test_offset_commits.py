@@ -1,0 +1,283 @@
+"""Offsets of completed micro-batches go back to the consumer group (real broker, real Spark)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions
+from confluent_kafka import TopicPartition as CTopicPartition
+from confluent_kafka.admin import AdminClient
+
+import sparkafka
+from sparkafka.structs import TopicPartition, committed_offsets
+from tests.integration.source_helpers import produce, source, wait_for
+
+Offsets = dict[TopicPartition, int]
+
+
+def group_offsets(conf: dict[str, str], group: str, topic: str, partitions: int) -> Offsets:
+    """The group's committed offsets, read as lag tools do (AdminClient list_consumer_group_offsets)."""
+    admin = AdminClient(conf)
+    wanted = [CTopicPartition(topic, p) for p in range(partitions)]
+    future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, wanted)])[group]
+    got = committed_offsets(future.result(30).topic_partitions)
+    return {tp: o for tp, o in got.items() if o is not None}
+
+
+def checkpoint_batches(checkpoint: str) -> tuple[dict[int, Offsets], set[int]]:
+    """The end offsets of each batch in the offset log, and the batch ids in the commit log."""
+    ends: dict[int, Offsets] = {}
+    for f in (Path(checkpoint) / "offsets").glob("[0-9]*"):
+        source_json = json.loads(f.read_text().splitlines()[2])
+        ends[int(f.name)] = {
+            TopicPartition(t, int(p)): int(o) for t, parts in source_json.items() for p, o in parts.items()
+        }
+    commits = {int(f.name) for f in (Path(checkpoint) / "commits").glob("[0-9]*")}
+    return ends, commits
+
+
+def new_group() -> str:
+    return f"grp-{uuid.uuid4().hex[:8]}"
+
+
+def test_each_completed_batch_is_committed_after_spark_commits_it(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], checkpoint: str
+) -> None:
+    topic = new_topic(partitions=2)
+    produce(kafka_conf, topic, (f"c{i}" for i in range(60)), 2)
+    group = new_group()
+    seen: list[tuple[int, Offsets, bool]] = []
+
+    def each_batch(df: Any, batch_id: int) -> None:
+        # While batch N runs, its offsets must not be in the group yet, and Spark has not committed it.
+        committed_now = (Path(checkpoint) / "commits" / str(batch_id)).exists()
+        seen.append((batch_id, group_offsets(kafka_conf, group, topic, 2), committed_now))
+        df.count()
+
+    df = source(
+        spark,
+        bootstrap,
+        subscribe=topic,
+        startingOffsets="earliest",
+        maxRecordsPerTrigger=20,
+        **{"kafka.group.id": group},
+    )
+    query = df.writeStream.foreachBatch(each_batch).option("checkpointLocation", checkpoint).start()
+    try:
+        query.processAllAvailable()
+        ends, commits = checkpoint_batches(checkpoint)
+        last = max(commits)
+        # After the input stops the group catches up with the last completed batch: lag zero.
+        wait_for(lambda: group_offsets(kafka_conf, group, topic, 2) == ends[last], what="group == last batch")
+        assert query.isActive
+    finally:
+        query.stop()
+    assert len(seen) >= 3
+    assert ends[last] == {TopicPartition(topic, 0): 30, TopicPartition(topic, 1): 30}
+    for batch_id, snapshot, committed_now in seen:
+        assert not committed_now
+        end = ends[batch_id]
+        start = ends.get(batch_id - 1, {})
+        for tp, offset in snapshot.items():
+            # never this batch's (or a later batch's) end while it runs; at most the previous end
+            assert offset <= start.get(tp, 0), (batch_id, tp, offset, start, end)
+    metrics = sparkafka.source_metrics(group)
+    assert metrics is not None
+    assert metrics.commits_succeeded >= 2
+    assert metrics.commits_failed == 0
+    assert metrics.committed == ends[last]
+
+
+def test_available_now_commits_the_last_batch_and_a_failed_batch_is_not_committed(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    produce(kafka_conf, topic, (f"f{i}" for i in range(60)), 2)
+    group = new_group()
+    ck = str(tmp_path / "ck")
+
+    def fail_second_batch(df: Any, batch_id: int) -> None:
+        if batch_id == 1:
+            raise RuntimeError("batch 1 fails on purpose")
+        df.count()
+
+    def start(fn: Callable[[Any, int], None]) -> Any:
+        df = source(
+            spark,
+            bootstrap,
+            subscribe=topic,
+            startingOffsets="earliest",
+            maxRecordsPerTrigger=20,
+            **{"kafka.group.id": group},
+        )
+        return (
+            df.writeStream.foreachBatch(fn)
+            .option("checkpointLocation", ck)
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    failing = start(fail_second_batch)
+    with pytest.raises(Exception, match="batch 1 fails on purpose"):
+        failing.awaitTermination(120)
+    ends, commits = checkpoint_batches(ck)
+    assert commits == {0}
+    assert 1 in ends
+    wait_for(lambda: group_offsets(kafka_conf, group, topic, 2) == ends[0], what="batch 0 committed")
+    assert group_offsets(kafka_conf, group, topic, 2) != ends[1]
+
+    # The same query resumes (re-runs batch 1) and, once it ends, the group has everything: lag zero.
+    resumed = start(lambda df, _: df.count())
+    assert resumed.awaitTermination(120)
+    ends, commits = checkpoint_batches(ck)
+    final = ends[max(commits)]
+    assert final == {TopicPartition(topic, 0): 30, TopicPartition(topic, 1): 30}
+    wait_for(lambda: group_offsets(kafka_conf, group, topic, 2) == final, what="lag zero after the run")
+
+
+def test_rejected_commits_are_counted_and_the_query_goes_on(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], checkpoint: str
+) -> None:
+    topic = new_topic(partitions=2)
+    produce(kafka_conf, topic, (f"r{i}" for i in range(40)), 2)
+    group = new_group()
+    # A subscribe-mode member holds the group, so the broker rejects commits from outside it.
+    member: Any = Consumer(
+        {**kafka_conf, "group.id": group, "session.timeout.ms": 6000, "enable.auto.commit": False}
+    )
+    member.subscribe([topic])
+    # librdkafka heartbeats from its own thread, so the member stays in the group without polling.
+    wait_for(lambda: member.poll(0.1) is not None or bool(member.assignment()), what="the member to join")
+    metrics_file = str(Path(checkpoint).parent / "metrics.json")
+    df = source(
+        spark,
+        bootstrap,
+        subscribe=topic,
+        startingOffsets="earliest",
+        offsetCommitIntervalMs=500,
+        metricsFile=metrics_file,
+        **{"kafka.group.id": group},
+    )
+    query = df.writeStream.format("noop").option("checkpointLocation", checkpoint).start()
+    try:
+        query.processAllAvailable()
+
+        def failed() -> bool:
+            m = sparkafka.source_metrics(group, metrics_file)
+            return m is not None and m.commits_failed >= 1
+
+        wait_for(failed, what="a failed commit to be counted")
+        m = sparkafka.source_metrics(group, metrics_file)
+        assert m is not None
+        assert m.last_error is not None
+        assert "UNKNOWN_MEMBER_ID" in m.last_error or "ILLEGAL_GENERATION" in m.last_error
+        assert query.isActive
+        assert query.exception() is None
+        # Once the member leaves, the next attempt (after the back-off) succeeds.
+        member.close()
+        member = None
+        expected = {TopicPartition(topic, 0): 20, TopicPartition(topic, 1): 20}
+        wait_for(lambda: group_offsets(kafka_conf, group, topic, 2) == expected, what="commit after recovery")
+        assert query.isActive
+    finally:
+        query.stop()
+        if member is not None:
+            member.close()
+    m = sparkafka.source_metrics(group, metrics_file)
+    assert m is not None
+    assert m.commits_succeeded >= 1
+
+
+def test_disabled_commits_nothing(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], checkpoint: str
+) -> None:
+    topic = new_topic(partitions=1)
+    produce(kafka_conf, topic, (f"d{i}" for i in range(10)))
+    group = new_group()
+    df = source(
+        spark,
+        bootstrap,
+        subscribe=topic,
+        startingOffsets="earliest",
+        offsetCommitMode="disabled",
+        **{"kafka.group.id": group},
+    )
+    query = df.writeStream.format("noop").option("checkpointLocation", checkpoint).trigger(availableNow=True)
+    assert query.start().awaitTermination(120)
+    assert group_offsets(kafka_conf, group, topic, 1) == {}
+    assert sparkafka.source_metrics(group) is None
+
+
+def test_periodic_commits_first_batch_then_waits_for_its_interval_and_flushes_on_stop(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], checkpoint: str
+) -> None:
+    topic = new_topic(partitions=1)
+    produce(kafka_conf, topic, (f"p{i}" for i in range(50)))
+    group = new_group()
+    df = source(
+        spark,
+        bootstrap,
+        subscribe=topic,
+        startingOffsets="earliest",
+        maxRecordsPerTrigger=10,
+        offsetCommitMode="periodic",
+        offsetCommitIntervalMs=3_600_000,
+        **{"kafka.group.id": group},
+    )
+    query = df.writeStream.format("noop").option("checkpointLocation", checkpoint).start()
+    try:
+        query.processAllAvailable()
+        ends, commits = checkpoint_batches(checkpoint)
+        assert len(commits) >= 5
+        # The initial offsets (0) were the first completed position; nothing else within the hour.
+        wait_for(lambda: sparkafka.source_metrics(group) is not None, what="metrics")
+        m = sparkafka.source_metrics(group)
+        assert m is not None
+        assert m.commits_succeeded == 1
+        assert group_offsets(kafka_conf, group, topic, 1) == {TopicPartition(topic, 0): 0}
+    finally:
+        query.stop()
+    # Stopping sends the newest completed offsets regardless of the interval.
+    final = ends[max(commits)]
+    wait_for(lambda: group_offsets(kafka_conf, group, topic, 1) == final, what="flush on stop")
+
+    def counted() -> bool:
+        m = sparkafka.source_metrics(group)
+        return m is not None and m.commits_succeeded == 2 and m.committed == final
+
+    wait_for(counted, timeout_s=15, what="the stop commit counted")
+
+
+def test_restart_from_an_older_position_does_not_move_the_group_backwards(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    produce(kafka_conf, topic, (f"b{i}" for i in range(40)), 2)
+    group = new_group()
+    full = {TopicPartition(topic, 0): 20, TopicPartition(topic, 1): 20}
+
+    def run(ck: str, fn: Callable[[Any, int], None]) -> None:
+        df = source(
+            spark,
+            bootstrap,
+            subscribe=topic,
+            startingOffsets="earliest",
+            maxRecordsPerTrigger=10,
+            **{"kafka.group.id": group},
+        )
+        writer = df.writeStream.foreachBatch(fn).option("checkpointLocation", ck).trigger(availableNow=True)
+        assert writer.start().awaitTermination(120)
+
+    run(str(tmp_path / "first"), lambda df, _: df.count())
+    wait_for(lambda: group_offsets(kafka_conf, group, topic, 2) == full, what="first run committed")
+    snapshots: list[Offsets] = []
+    # A new checkpoint from earliest re-reads everything, but the group stays where it was.
+    run(str(tmp_path / "second"), lambda df, _: snapshots.append(group_offsets(kafka_conf, group, topic, 2)))
+    assert len(snapshots) >= 3
+    assert all(s == full for s in snapshots)
+    assert group_offsets(kafka_conf, group, topic, 2) == full

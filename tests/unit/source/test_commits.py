@@ -1,0 +1,224 @@
+"""The offset committer's policy, against a fake Kafka client and a fake clock."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparkafka.source.commits import (
+    MAX_PENDING_COMMITS,
+    OffsetCommitter,
+    SourceMetrics,
+    read_source_metrics,
+)
+from sparkafka.source.options import CommitMode
+from sparkafka.structs import TopicPartition
+
+A0 = TopicPartition("a", 0)
+A1 = TopicPartition("a", 1)
+
+Done = object
+
+
+class FakeClient:
+    """Answers commits only when ``answer`` is called, like a broker on the other side of a socket."""
+
+    def __init__(self, group: Mapping[TopicPartition, int] | None = None) -> None:
+        self.group: dict[TopicPartition, int] = dict(group or {})
+        self.sent: list[dict[TopicPartition, int]] = []
+        self.waiting: list[tuple[Mapping[TopicPartition, int], object]] = []
+        self.reject: str | None = None
+        self.closed = False
+        self.committed_calls = 0
+
+    def commit_async(self, offsets: Mapping[TopicPartition, int], done: object) -> None:
+        self.sent.append(dict(offsets))
+        self.waiting.append((offsets, done))
+
+    def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        self.committed_calls += 1
+        return {tp: self.group.get(tp) for tp in tps}
+
+    def answer(self) -> None:
+        waiting, self.waiting = self.waiting, []
+        for offsets, done in waiting:
+            if self.reject is None:
+                self.group.update(offsets)
+            done(offsets, self.reject)  # type: ignore[operator]
+
+    def poll(self, timeout_s: float) -> None:
+        self.answer()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def committer(
+    client: FakeClient, mode: CommitMode = "on_checkpoint", interval_ms: int = 5000, path: Path | None = None
+) -> tuple[OffsetCommitter, Clock]:
+    clock = Clock()
+    c = OffsetCommitter(
+        lambda: client, "g", mode=mode, interval_ms=interval_ms, metrics_file=path, clock=clock
+    )
+    return c, clock
+
+
+def test_on_checkpoint_commits_each_completed_batch_once_and_counts() -> None:
+    client = FakeClient()
+    c, _ = committer(client)
+    c.completed({A0: 10, A1: 5})
+    c.tick()
+    for _ in range(80):  # idle polling with the same start offsets sends nothing new
+        c.completed({A0: 10, A1: 5})
+    c.completed({A0: 20, A1: 5})
+    c.tick()
+    assert client.sent == [{A0: 10, A1: 5}, {A0: 20}]
+    assert client.group == {A0: 20, A1: 5}
+    assert c.metrics.commits_succeeded == 2
+    assert c.metrics.commits_failed == 0
+    assert c.metrics.committed == {A0: 20, A1: 5}
+
+
+def test_disabled_never_creates_a_client() -> None:
+    def factory() -> FakeClient:
+        raise AssertionError("no client for a disabled committer")
+
+    c = OffsetCommitter(factory, "g", mode="disabled")  # type: ignore[arg-type, return-value]
+    c.completed({A0: 3})
+    c.tick()
+    c.close()
+    assert c.metrics.commits_succeeded == 0
+
+
+def test_never_moves_the_group_backwards() -> None:
+    client = FakeClient(group={A0: 50})
+    c, _ = committer(client)
+    c.completed({A0: 10, A1: 7})
+    c.tick()
+    assert client.sent == [{A1: 7}]
+    c.completed({A0: 50, A1: 7})
+    c.completed({A0: 51, A1: 7})
+    c.tick()
+    assert client.sent == [{A1: 7}, {A0: 51}]
+    assert client.group == {A0: 51, A1: 7}
+    assert client.committed_calls == 1
+
+
+def test_rejected_commit_is_counted_retried_after_backoff_and_never_raises(tmp_path: Path) -> None:
+    client = FakeClient()
+    client.reject = "UNKNOWN_MEMBER_ID: the group has active members"
+    path = tmp_path / "m.json"
+    c, clock = committer(client, interval_ms=1000, path=path)
+    c.completed({A0: 10})
+    c.tick()
+    assert c.metrics.commits_failed == 1
+    assert "UNKNOWN_MEMBER_ID" in (c.metrics.last_error or "")
+    for _ in range(50):  # within the back-off: no new attempt
+        c.tick()
+    assert len(client.sent) == 1
+    client.reject = None
+    clock.now += 1.0
+    c.tick()
+    c.tick()
+    assert client.group == {A0: 10}
+    assert (c.metrics.commits_succeeded, c.metrics.commits_failed) == (1, 1)
+    written = read_source_metrics("g", path)
+    assert written is not None
+    assert (written.commits_succeeded, written.commits_failed, written.committed) == (1, 1, {A0: 10})
+
+
+def test_periodic_commits_at_most_every_interval_and_newest_wins() -> None:
+    client = FakeClient()
+    c, clock = committer(client, mode="periodic", interval_ms=5000)
+    c.completed({A0: 1})
+    c.tick()
+    for end in range(2, 10):
+        clock.now += 1.0
+        c.completed({A0: end})
+        c.tick()
+    # t = 0 s: first commit; t = 5 s (end 6): second; the rest waits for t = 10 s.
+    assert client.sent == [{A0: 1}, {A0: 6}]
+    c.close()
+    assert client.sent == [{A0: 1}, {A0: 6}, {A0: 9}]
+    assert client.closed
+
+
+def test_periodic_with_zero_interval_commits_every_batch() -> None:
+    client = FakeClient()
+    c, _ = committer(client, mode="periodic", interval_ms=0)
+    for end in (1, 2, 3):
+        c.completed({A0: end})
+        c.tick()
+    assert [s[A0] for s in client.sent] == [1, 2, 3]
+
+
+def test_pending_commits_are_bounded() -> None:
+    class Silent(FakeClient):
+        def poll(self, timeout_s: float) -> None:
+            pass  # the broker never answers
+
+    client = Silent()
+    c, _ = committer(client)
+    for end in range(1, MAX_PENDING_COMMITS + 50):
+        c.completed({A0: end})
+    assert c.pending == MAX_PENDING_COMMITS
+    assert len(client.sent) == MAX_PENDING_COMMITS
+    client.answer()  # answers arrive: the newest offsets go out next
+    c.tick()
+    assert client.sent[-1] == {A0: MAX_PENDING_COMMITS + 49}
+
+
+def test_failed_group_lookup_counts_as_failed_commit() -> None:
+    class Down(FakeClient):
+        def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+            raise RuntimeError("broker down")
+
+    c, _ = committer(Down())
+    c.completed({A0: 4})
+    assert c.metrics.commits_failed == 1
+    assert "broker down" in (c.metrics.last_error or "")
+
+
+@given(st.lists(st.dictionaries(st.sampled_from([A0, A1]), st.integers(0, 1000), min_size=1), max_size=30))
+def test_the_group_only_moves_forward_to_completed_offsets(batches: list[dict[TopicPartition, int]]) -> None:
+    client = FakeClient()
+    c, clock = committer(client)
+    seen: dict[TopicPartition, int] = {}
+    for offsets in batches:
+        before = dict(client.group)
+        c.completed(offsets)
+        clock.now += 10
+        c.tick()
+        for tp, o in offsets.items():
+            seen[tp] = max(o, seen.get(tp, -1))
+        assert all(client.group[tp] >= before.get(tp, -1) for tp in client.group)
+        assert client.group == seen
+
+
+def test_metrics_round_trip_json() -> None:
+    m = SourceMetrics("g", "periodic", 3, 1, {A0: 5, TopicPartition("b", 2): 9}, "x", 42, 7)
+    assert SourceMetrics.from_json(json.loads(json.dumps(m.to_json()))) == m
+
+
+def test_metrics_missing_file_is_none(tmp_path: Path) -> None:
+    assert read_source_metrics("nobody", tmp_path / "absent.json") is None
+
+
+@pytest.mark.parametrize("group", ["g", "a/b", ""])
+def test_default_metrics_file_is_one_safe_name(group: str) -> None:
+    from sparkafka.source.commits import default_metrics_file
+
+    assert "/" not in default_metrics_file(group).name

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from sparkafka.lag import compute_lag, plot_lag, watch_lag
+from sparkafka.structs import TopicPartition
+
+A0, A1, A2 = (TopicPartition("a", p) for p in range(3))
+
+
+def test_lag_per_partition_and_total() -> None:
+    lag = compute_lag("g", {A0: 10, A1: 15, A2: None}, {A0: 15, A1: 15, A2: 7})
+    assert [(p.tp, p.committed, p.log_end, p.lag) for p in lag.partitions] == [
+        (A0, 10, 15, 5),
+        (A1, 15, 15, 0),
+        (A2, None, 7, None),
+    ]
+    assert lag.total_lag == 5
+    assert lag.has_commits
+    assert not compute_lag("g", {}, {A0: 3}).has_commits
+
+
+def test_watch_refreshes_until_count_and_records_history(tmp_path: Path) -> None:
+    readings = iter([compute_lag("g", {A0: c}, {A0: 10}) for c in (0, 4, 10)])
+    slept: list[float] = []
+    out = io.StringIO()
+    history = watch_lag(lambda: next(readings), out, 0.5, 3, sleep=slept.append)
+    assert [lag for _, lag in history] == [10, 6, 0]
+    assert slept == [0.5, 0.5]
+    plot_lag(history, "g", str(tmp_path / "lag.png"))
+    assert (tmp_path / "lag.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_single_reading_prints_a_table() -> None:
+    out = io.StringIO()
+    watch_lag(lambda: compute_lag("g", {A0: 1}, {A0: 3}), out, None, None)
+    text = out.getvalue()
+    assert "group g" in text
+    assert "total" in text
