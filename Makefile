@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkafka-installed
 
-.PHONY: demo test lint unit integration bench-source setup check-java clean
+.PHONY: demo test lint unit integration bench-source bench-sink setup check-java clean
 
 setup: $(STAMP) check-java
 
@@ -40,6 +40,9 @@ integration: setup
 
 bench-source: setup
 	$(PY) bench/source_throughput.py
+
+bench-sink: setup
+	$(PY) bench/sink_throughput.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

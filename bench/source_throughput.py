@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from sparkafka.local import EmbeddedBroker
 from sparkafka.local.spark import local_spark, stop_spark
 from sparkafka.local.tansu_workarounds import seal_latest_offsets
+from steady import steady_rate
 
 
 def fill(conf: dict[str, str], topic: str, records: int, partitions: int) -> int:
@@ -71,15 +72,7 @@ def spark_source(spark: object, bootstrap: str, topic: str, total: int, batch_re
     )
     ck = tempfile.mkdtemp(prefix="bench-ck-")
     query = df.writeStream.format("noop").option("checkpointLocation", ck).trigger(availableNow=True).start()
-    query.awaitTermination()
-    if query.exception():
-        raise RuntimeError(query.exception())
-    progress = [p for p in query.recentProgress if p["numInputRows"]]
-    rows = sum(p["numInputRows"] for p in progress)
-    if rows != total:
-        raise RuntimeError(f"source read {rows} records, expected {total}")
-    seconds = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
-    return rows / seconds
+    return steady_rate(query, total, "source read")[0]
 
 
 def main() -> None:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType
 
 from sparkafka.source.options import parse_source_options
@@ -43,6 +49,20 @@ class KafkaDataSource(DataSource):
         from sparkafka.source.reader import KafkaStreamReader
 
         return KafkaStreamReader(parse_source_options(self.options))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from sparkafka.sink.options import input_columns, parse_sink_options
+        from sparkafka.sink.writer import KafkaStreamWriter
+
+        options = parse_sink_options(self.options)
+        return KafkaStreamWriter(options, input_columns(schema, options))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from sparkafka.sink.options import input_columns, parse_sink_options
+        from sparkafka.sink.writer import KafkaBatchWriter
+
+        options = parse_sink_options(self.options)
+        return KafkaBatchWriter(options, input_columns(schema, options))
 
 
 def register(spark: Any) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import copy
 import itertools
 import logging
 import time
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparkafka.errors import BrokerError, DataLossError
 from sparkafka.structs import TopicPartition
@@ -99,30 +101,39 @@ class _Columns:
 
     def __init__(self, include_headers: bool) -> None:
         self.include_headers = include_headers
+        self._reset()
+
+    def _reset(self) -> None:
         self.keys: list[bytes | None] = []
         self.values: list[bytes | None] = []
         self.topics: list[str] = []
         self.partitions: list[int] = []
         self.offsets: list[int] = []
         self.timestamps: list[int | None] = []
+        """Milliseconds since the epoch; made microseconds in Arrow by ``build``."""
         self.types: list[int] = []
         self.headers: list[list[dict[str, Any]] | None] = []
 
     def __len__(self) -> int:
         return len(self.offsets)
 
+    def take(self) -> _Columns:
+        """What was added so far, leaving this builder empty."""
+        full = copy.copy(self)  # shares the filled lists; this builder gets new ones
+        self._reset()
+        return full
+
     def add(self, msgs: Sequence[Any], topic: str, partition: int) -> None:
         self.keys.extend([m.key() for m in msgs])
         self.values.extend([m.value() for m in msgs])
         self.offsets.extend([m.offset() for m in msgs])
-        stamps = [m.timestamp() for m in msgs]
-        kinds = {kind for kind, _ in stamps}
-        if kinds == {1}:  # the common case: every record has a create time
-            self.timestamps.extend([ts * 1000 for _, ts in stamps])
+        kinds, stamps = zip(*[m.timestamp() for m in msgs], strict=True)
+        if kinds.count(1) == len(kinds):  # the common case: every record has a create time (ms)
+            self.timestamps.extend(stamps)
             self.types.extend([0] * len(stamps))
         else:
-            self.timestamps.extend([ts * 1000 if kind else None for kind, ts in stamps])
-            self.types.extend([_timestamp_type(kind) for kind, _ in stamps])
+            self.timestamps.extend([ts if kind else None for kind, ts in zip(kinds, stamps, strict=True)])
+            self.types.extend([_timestamp_type(kind) for kind in kinds])
         self.topics.extend([topic] * len(msgs))
         self.partitions.extend([partition] * len(msgs))
         if self.include_headers:
@@ -137,7 +148,7 @@ class _Columns:
             pa.array(self.topics, pa.string()),
             pa.array(self.partitions, pa.int32()),
             pa.array(self.offsets, pa.int64()),
-            pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
+            pc.multiply(pa.array(self.timestamps, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC")),
             pa.array(self.types, pa.int32()),
         ]
         if self.include_headers:
@@ -171,53 +182,77 @@ def read_ranges(
     consumer = _consumer(conf)
     starts = {r.tp: _check_start(consumer, r, fail_on_data_loss) for r in todo}
     ends = {r.tp: r.end for r in todo}
-    pending = {tp for tp in ends if starts[tp] < ends[tp]}
-    consumer.assign([CTopicPartition(tp.topic, tp.partition, starts[tp]) for tp in sorted(pending)])
     columns = _Columns(include_headers)
-    last_progress = time.monotonic()
     try:
-        while pending:
-            msgs = consumer.consume(_CONSUME_CHUNK, 0.5)
-            eof: dict[TopicPartition, int] = {}
-            if any(m.error() is not None for m in msgs):
-                msgs, eof = _split_events(msgs)
-            # Split the chunk into runs of one partition (librdkafka hands out whole fetched batches).
-            keys = [(m.topic(), m.partition()) for m in msgs]
-            starts_of_runs = [0, *[i for i in range(1, len(keys)) if keys[i] != keys[i - 1]], len(keys)]
-            for i, j in itertools.pairwise(starts_of_runs):
-                if i == j:
-                    continue
-                tp = TopicPartition(*keys[i])
-                if tp not in pending:
-                    continue
-                end = ends[tp]
-                run = msgs[i:j]
-                if run[-1].offset() >= end - 1:
-                    run = [m for m in run if m.offset() < end]
-                    pending.discard(tp)
-                if run:
-                    columns.add(run, tp.topic, tp.partition)
-            # End-of-partition events count only after the data consumed with them.
-            for tp, offset in eof.items():
-                if tp in pending and offset >= ends[tp]:
-                    pending.discard(tp)
-            if msgs:
-                last_progress = time.monotonic()
-            elif pending:
-                _drop_finished(consumer, pending, ends)
-                if pending and (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
-                    desc = ", ".join(f"{tp} up to {ends[tp]}" for tp in sorted(pending))
-                    raise BrokerError(
-                        f"no records arrived for {poll_timeout_ms} ms while reading {desc} "
-                        "(raise pollTimeoutMs if the broker is slow)"
-                    )
-            if len(columns) >= ROWS_PER_BATCH:
-                yield columns.build(schema)
-                columns = _Columns(include_headers)
+        # One partition at a time: every message of a chunk is then of that partition, which saves two
+        # calls per message (topic(), partition()), a measurable share of the read.
+        for only in sorted(tp for tp in ends if starts[tp] < ends[tp]):
+            consumer.assign([CTopicPartition(only.topic, only.partition, starts[only])])
+            for full in _read_partition(consumer, only, ends, columns, poll_timeout_ms):
+                yield full.build(schema)
         if len(columns):
             yield columns.build(schema)
     finally:
         consumer.unassign()
+
+
+def _read_partition(
+    consumer: Any,
+    only: TopicPartition,
+    ends: Mapping[TopicPartition, int],
+    columns: _Columns,
+    poll_timeout_ms: int,
+) -> Iterator[_Columns]:
+    """Consume the assigned partition ``only`` into ``columns``; yields them whenever they are full."""
+    pending = {only}
+    last_progress = time.monotonic()
+    while pending:
+        msgs = consumer.consume(_CONSUME_CHUNK, 0.5)
+        eof: dict[TopicPartition, int] = {}
+        if any(m.error() is not None for m in msgs):
+            msgs, eof = _split_events(msgs)
+        for i, j, tp in _runs(msgs, only):
+            if tp not in pending:
+                continue
+            end = ends[tp]
+            run = msgs[i:j]
+            if run[-1].offset() >= end - 1:
+                run = [m for m in run if m.offset() < end]
+                pending.discard(tp)
+            if run:
+                columns.add(run, tp.topic, tp.partition)
+        # End-of-partition events count only after the data consumed with them.
+        for tp, offset in eof.items():
+            if tp in pending and offset >= ends[tp]:
+                pending.discard(tp)
+        if msgs:
+            last_progress = time.monotonic()
+        elif pending:
+            _drop_finished(consumer, pending, ends)
+            if pending and (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
+                desc = ", ".join(f"{tp} up to {ends[tp]}" for tp in sorted(pending))
+                raise BrokerError(
+                    f"no records arrived for {poll_timeout_ms} ms while reading {desc} "
+                    "(raise pollTimeoutMs if the broker is slow)"
+                )
+        if len(columns) >= ROWS_PER_BATCH:
+            yield columns.take()
+
+
+def _runs(msgs: Sequence[Any], only: TopicPartition) -> list[tuple[int, int, TopicPartition]]:
+    """Split a chunk into runs of one partition: ``(start, stop, partition)``.
+
+    With one partition assigned the whole chunk is that partition: librdkafka drops messages fetched for
+    an earlier assignment, and its queue is FIFO, so checking the first message is a belt-and-braces guard.
+    """
+    if not msgs:
+        return []
+    first = msgs[0]
+    if first.partition() == only.partition and first.topic() == only.topic:
+        return [(0, len(msgs), only)]
+    keys = [(m.topic(), m.partition()) for m in msgs]
+    cuts = [0, *[i for i in range(1, len(keys)) if keys[i] != keys[i - 1]], len(keys)]
+    return [(i, j, TopicPartition(*keys[i])) for i, j in itertools.pairwise(cuts)]
 
 
 def _split_events(msgs: list[Any]) -> tuple[list[Any], dict[TopicPartition, int]]:

@@ -1,0 +1,148 @@
+"""The sink's options and input schema, validated once (names are public API; see the README)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sparkafka.errors import ConfigError
+from sparkafka.options import OptionReader
+
+__all__ = [
+    "DeliveryGuarantee",
+    "InputColumns",
+    "Partitioner",
+    "SinkOptions",
+    "input_columns",
+    "parse_sink_options",
+]
+
+DeliveryGuarantee = Literal["at_least_once", "exactly_once", "none"]
+Partitioner = Literal["default", "fixed", "roundrobin"]
+
+SINK_OPTIONS = ("topic", "deliveryGuarantee", "transactionalIdPrefix", "partitioner")
+SPARK_WRITE_OPTIONS = ("checkpointLocation", "path")
+"""Spark passes its own writer options through to the data source; accepted and ignored."""
+
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
+_TXN_ID = re.compile(r"[A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    kafka: Mapping[str, str]
+    """Settings for librdkafka (``kafka.*`` without the prefix)."""
+    topic: str | None
+    delivery: DeliveryGuarantee
+    transactional_id_prefix: str | None
+    partitioner: Partitioner
+
+    @property
+    def transaction_timeout_ms(self) -> int:
+        return int(self.kafka.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
+
+
+def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
+    """Validate the sink's options; raise ConfigError naming the option and what is allowed."""
+    reader = OptionReader(options, SINK_OPTIONS + SPARK_WRITE_OPTIONS, "sparkafka sink")
+    kafka = reader.kafka()
+    if not kafka.get("bootstrap.servers"):
+        raise ConfigError("option kafka.bootstrap.servers is required (host:port[,host:port...])")
+    for key in ("transactional.id", "partitioner"):
+        if key in kafka:
+            raise ConfigError(
+                f"option kafka.{key} is managed by sparkafka: use transactionalIdPrefix / partitioner instead"
+            )
+    delivery = reader.choice("deliveryGuarantee", ("at_least_once", "exactly_once", "none"), "at_least_once")
+    prefix = reader.get_str("transactionalIdPrefix")
+    if delivery == "exactly_once":
+        if prefix is None:
+            raise ConfigError(
+                "deliveryGuarantee=exactly_once needs option transactionalIdPrefix: a name that is stable "
+                "across restarts and unique to this sink (letters, digits, '.', '_', '-')"
+            )
+        if not _TXN_ID.fullmatch(prefix):
+            raise ConfigError(
+                f"option transactionalIdPrefix={prefix!r} may only hold letters, digits, '.', '_' and '-'"
+            )
+        timeout = kafka.setdefault("transaction.timeout.ms", str(DEFAULT_TRANSACTION_TIMEOUT_MS))
+        if not timeout.isdigit() or int(timeout) <= 0:
+            raise ConfigError(
+                f"option kafka.transaction.timeout.ms={timeout!r} must be a positive number of milliseconds"
+            )
+    elif prefix is not None:
+        raise ConfigError("option transactionalIdPrefix is only used with deliveryGuarantee=exactly_once")
+    partitioner = reader.choice("partitioner", ("default", "fixed", "roundrobin"), "default")
+    return SinkOptions(
+        kafka=kafka,
+        topic=reader.get_str("topic"),
+        delivery=delivery,  # type: ignore[arg-type]
+        transactional_id_prefix=prefix,
+        partitioner=partitioner,  # type: ignore[arg-type]
+    )
+
+
+@dataclass(frozen=True)
+class InputColumns:
+    """Which of the optional input columns the query provides (``value`` always does)."""
+
+    key: bool = False
+    topic: bool = False
+    partition: bool = False
+    headers: bool = False
+    timestamp: bool = False
+
+
+def input_columns(schema: Any, options: SinkOptions) -> InputColumns:
+    """Check the input schema (a Spark StructType); errors name the column and the expected type."""
+    from pyspark.sql import types as T  # noqa: N812 - PySpark's own idiom
+
+    fields = {f.name.lower(): f.dataType for f in schema.fields}
+    header = T.ArrayType(
+        T.StructType([T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())])
+    )
+    expected: dict[str, tuple[str, tuple[Any, ...]]] = {
+        "value": ("binary or string", (T.BinaryType(), T.StringType())),
+        "key": ("binary or string", (T.BinaryType(), T.StringType())),
+        "topic": ("string", (T.StringType(),)),
+        "partition": ("int", (T.IntegerType(),)),
+        "headers": ("array<struct<key: string, value: binary>>", (header,)),
+        "timestamp": ("timestamp", (T.TimestampType(),)),
+    }
+    if "value" not in fields:
+        raise ConfigError(
+            "the sparkafka sink needs a column named value (binary or string); "
+            f"the input has: {', '.join(f.name for f in schema.fields) or 'no columns'}"
+        )
+    for name, (label, types) in expected.items():
+        if name in fields and not _type_ok(fields[name], types):
+            raise ConfigError(
+                f"column {name} of the sparkafka sink's input must be {label}, "
+                f"not {fields[name].simpleString()}"
+            )
+    if "topic" not in fields and options.topic is None:
+        raise ConfigError("the sparkafka sink needs option topic, or a string column named topic")
+    return InputColumns(
+        key="key" in fields,
+        topic="topic" in fields,
+        partition="partition" in fields,
+        headers="headers" in fields,
+        timestamp="timestamp" in fields,
+    )
+
+
+def _type_ok(actual: Any, allowed: tuple[Any, ...]) -> bool:
+    from pyspark.sql import types as T  # noqa: N812 - PySpark's own idiom
+
+    for want in allowed:
+        if isinstance(want, T.ArrayType) and isinstance(actual, T.ArrayType):
+            element = actual.elementType
+            if isinstance(element, T.StructType) and [f.name for f in element.fields] == ["key", "value"]:
+                key_t, value_t = (f.dataType for f in element.fields)
+                if isinstance(key_t, T.StringType) and isinstance(value_t, (T.BinaryType, T.StringType)):
+                    return True
+        elif type(actual) is type(want):
+            return True
+    return False

@@ -1,0 +1,196 @@
+"""Executor side of the sink: produce one Spark task's rows, flush, and report what the driver needs.
+
+exactly_once: the task opens a transaction under ``<prefix>-<task index>`` (fencing, and so aborting, any
+transaction an earlier attempt of the same task left open), produces, flushes (the pre-commit), and drops
+its producer without closing it, which leaves the flushed transaction open for the driver to commit
+(``close()`` would abort it). at_least_once: a producer cached per worker process, flushed before the
+task reports success. none: the same producer, not flushed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkafka.errors import BrokerError
+from sparkafka.sink.identity import open_transactional_producer
+from sparkafka.sink.options import InputColumns, SinkOptions
+from sparkafka.sink.routing import Router
+from sparkafka.sink.txn_control import TxnHandle
+
+__all__ = ["TaskResult", "transactional_id", "write_task"]
+
+log = logging.getLogger(__name__)
+
+
+def transactional_id(prefix: str, task: int) -> str:
+    """Deterministic per task index, never per attempt: a retry fences the attempt before it."""
+    return f"{prefix}-{task}"
+
+
+@dataclass
+class TaskResult:
+    task: int
+    records: int
+    handle: TxnHandle | None = None
+    started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+
+class _Delivery:
+    """Collects failed deliveries (librdkafka reports only errors: delivery.report.only.error)."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def __call__(self, error: Any, message: Any) -> None:
+        if error is not None:
+            self.errors.append(f"{message.topic()}-{message.partition()}: {error}")
+
+
+_plain: dict[tuple[tuple[str, str], ...], tuple[Any, _Delivery]] = {}
+
+
+def _flush_all() -> None:
+    for producer, _ in _plain.values():
+        with contextlib.suppress(Exception):
+            producer.flush(30)
+    _plain.clear()
+
+
+atexit.register(_flush_all)
+
+
+def _producer_settings(conf: Mapping[str, str], delivery: _Delivery) -> dict[str, Any]:
+    settings: dict[str, Any] = dict(conf)
+    settings.setdefault("enable.idempotence", "true")
+    settings.setdefault("linger.ms", "5")
+    settings["delivery.report.only.error"] = True
+    settings["on_delivery"] = delivery
+    return settings
+
+
+def _plain_producer(conf: Mapping[str, str]) -> tuple[Any, _Delivery]:
+    from confluent_kafka import Producer
+
+    key = tuple(sorted(conf.items()))
+    if key not in _plain:
+        delivery = _Delivery()
+        _plain[key] = (Producer(_producer_settings(conf, delivery)), delivery)
+    return _plain[key]
+
+
+class _Counts:
+    """Partition counts per topic, looked up once per task through the producer's metadata."""
+
+    def __init__(self, producer: Any) -> None:
+        self._producer = producer
+        self._counts: dict[str, int] = {}
+
+    def __call__(self, topic: str) -> int:
+        if topic not in self._counts:
+            try:
+                meta = self._producer.list_topics(topic=topic, timeout=30).topics.get(topic)
+            except Exception as e:
+                raise BrokerError(f"looking up topic {topic!r} failed: {e}") from e
+            if meta is None or meta.error is not None or not meta.partitions:
+                raise BrokerError(f"topic {topic!r} does not exist (the sink does not create topics)")
+            self._counts[topic] = len(meta.partitions)
+        return self._counts[topic]
+
+
+def _produce(producer: Any, topic: str, value: Any, **kwargs: Any) -> None:
+    while True:
+        try:
+            producer.produce(topic, value, **kwargs)
+        except BufferError:
+            producer.poll(0.05)  # the local queue is full: let deliveries drain
+        else:
+            return
+
+
+def _produce_batch(
+    producer: Any, batch: pa.RecordBatch, options: SinkOptions, columns: InputColumns, router: Router
+) -> int:
+    n = batch.num_rows
+    if n == 0:
+        return 0
+    names = [name.lower() for name in batch.schema.names]
+    col = {name: batch.column(i) for i, name in enumerate(names)}
+    values = col["value"].to_pylist()
+    keys: list[Any] = col["key"].to_pylist() if columns.key else [None] * n
+    keys = [k.encode() if isinstance(k, str) else k for k in keys]
+    topics = col["topic"].to_pylist() if columns.topic else [options.topic] * n
+    parts = col["partition"].to_pylist() if columns.partition else [None] * n
+    stamps = pc.divide(col["timestamp"].cast(pa.int64()), 1000).to_pylist() if columns.timestamp else None
+    headers = col["headers"].to_pylist() if columns.headers else None
+    for i in range(n):
+        topic = topics[i] or options.topic
+        if topic is None:
+            raise BrokerError("a row has a null topic and the sink has no option topic")
+        value, key = values[i], keys[i]
+        partition = parts[i]
+        if partition is None:
+            size = len(value) if value is not None else 0
+            partition = router.partition(topic, key, size)
+        kwargs: dict[str, Any] = {"key": key, "partition": partition}
+        if stamps is not None and stamps[i] is not None:
+            kwargs["timestamp"] = stamps[i]
+        if headers is not None and headers[i]:
+            kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
+        _produce(producer, topic, value, **kwargs)
+        if i % 10_000 == 9_999:
+            producer.poll(0)
+    return int(n)
+
+
+def write_task(
+    options: SinkOptions, columns: InputColumns, batches: Iterator[pa.RecordBatch], task: int
+) -> TaskResult:
+    """Write one task's rows; see the module docstring for what each delivery guarantee does."""
+    if options.delivery != "exactly_once":
+        producer, delivery = _plain_producer(options.kafka)
+        router = Router(options.partitioner, task, _Counts(producer))
+        count = sum(_produce_batch(producer, b, options, columns, router) for b in batches)
+        if options.delivery == "at_least_once":
+            _flush(producer, delivery)
+        return TaskResult(task, count)
+
+    assert options.transactional_id_prefix is not None
+    tid = transactional_id(options.transactional_id_prefix, task)
+    delivery = _Delivery()
+    result = TaskResult(task, 0)
+    producer, pid, epoch = open_transactional_producer(_producer_settings(options.kafka, delivery), tid)
+    try:
+        producer.begin_transaction()
+        router = Router(options.partitioner, task, _Counts(producer))
+        result.records = sum(_produce_batch(producer, b, options, columns, router) for b in batches)
+        _flush(producer, delivery)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            producer.abort_transaction(10)
+        raise
+    if result.records == 0:
+        producer.abort_transaction(30)  # nothing to commit; leave no open transaction behind
+        producer.close()
+        return result
+    result.handle = TxnHandle(tid, pid, epoch, result.records)
+    # Released without close(): the flushed transaction stays open for the driver's commit.
+    del producer
+    return result
+
+
+def _flush(producer: Any, delivery: _Delivery, timeout_s: float = 300.0) -> None:
+    left = producer.flush(timeout_s)
+    if delivery.errors:
+        errors, delivery.errors = delivery.errors, []
+        raise BrokerError(f"{len(errors)} record(s) could not be delivered, e.g. {errors[0]}")
+    if left:
+        raise BrokerError(f"{left} record(s) still undelivered after {timeout_s:.0f} s")

@@ -1,0 +1,51 @@
+"""A streaming query, run as its own process so tests can kill it: JSON files -> sparkafka sink.
+
+Usage: python -m tests.integration.sink_driver BOOTSTRAP TOPIC INPUT_DIR CHECKPOINT DELIVERY [PREFIX [TASKS]]
+Exits 0 when the query has processed all input (Trigger.AvailableNow), 3 when the query failed.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from sparkafka import register
+from sparkafka.local.spark import local_spark, stop_spark
+
+
+def main(argv: list[str]) -> int:
+    bootstrap, topic, input_dir, checkpoint, delivery = argv[:5]
+    prefix = argv[5] if len(argv) > 5 and argv[5] != "-" else None
+    tasks = int(argv[6]) if len(argv) > 6 else 2
+    spark = local_spark(master="local[2,4]")  # up to 4 attempts per task: failed tasks are retried
+    try:
+        register(spark)
+        df = (
+            spark.readStream.schema("id long, customer string")
+            .option("maxFilesPerTrigger", 2)
+            .json(input_dir)
+            .selectExpr("customer as key", "cast(id as string) as value")
+            .repartition(tasks)
+        )
+        writer = (
+            df.writeStream.format("sparkafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", topic)
+            .option("deliveryGuarantee", delivery)
+            .option("checkpointLocation", checkpoint)
+        )
+        if prefix:
+            writer = writer.option("transactionalIdPrefix", prefix)
+        query = writer.trigger(availableNow=True).start()
+        try:
+            query.awaitTermination()
+        except Exception as e:
+            print(f"QUERY FAILED: {e}".splitlines()[0], flush=True)
+            return 3
+        print("DONE", flush=True)
+        return 0
+    finally:
+        stop_spark(spark)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,188 @@
+"""Pure parts of the sink: options, schema checks, partition routing, intents, pid parsing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pyspark.sql import types as T  # noqa: N812
+
+from sparkafka.errors import ConfigError
+from sparkafka.kafka import partition_for_key
+from sparkafka.sink.identity import parse_acquired_pid
+from sparkafka.sink.intents import IntentRecord, fold
+from sparkafka.sink.options import input_columns, parse_sink_options
+from sparkafka.sink.routing import Router
+from sparkafka.sink.txn_control import TxnHandle
+
+BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "out"}
+
+
+def parse(**extra: Any) -> Any:
+    return parse_sink_options({**BASE, **extra})
+
+
+def test_defaults_and_exactly_once_options() -> None:
+    o = parse()
+    assert (o.delivery, o.partitioner, o.topic) == ("at_least_once", "default", "out")
+    eos = parse(deliveryGuarantee="EXACTLY_ONCE", transactionalIdPrefix="orders-sink")
+    assert eos.transaction_timeout_ms == 900_000
+    assert eos.kafka["transaction.timeout.ms"] == "900000"
+    assert (
+        parse(
+            deliveryGuarantee="exactly_once",
+            transactionalIdPrefix="p",
+            **{"kafka.transaction.timeout.ms": "60000"},
+        ).transaction_timeout_ms
+        == 60_000
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"deliveryGuarantee": "exactly_once"}, "needs option transactionalIdPrefix"),
+        (
+            {"deliveryGuarantee": "exactly_once", "transactionalIdPrefix": "a b"},
+            "transactionalIdPrefix='a b'",
+        ),
+        ({"transactionalIdPrefix": "p"}, "only used with deliveryGuarantee=exactly_once"),
+        (
+            {"deliveryGuarantee": "twice"},
+            "deliveryGuarantee='twice' is not allowed; use one of: at_least_once",
+        ),
+        (
+            {"partitioner": "crc32"},
+            "partitioner='crc32' is not allowed; use one of: default, fixed, roundrobin",
+        ),
+        ({"kafka.transactional.id": "x"}, "kafka.transactional.id is managed by sparkafka"),
+        ({"topc": "x"}, "unknown option"),
+        (
+            {
+                "deliveryGuarantee": "exactly_once",
+                "transactionalIdPrefix": "p",
+                "kafka.transaction.timeout.ms": "x",
+            },
+            "transaction.timeout.ms='x' must be a positive",
+        ),
+    ],
+)
+def test_bad_options_name_the_option(extra: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse(**extra)
+
+
+def schema(**cols: Any) -> T.StructType:
+    return T.StructType([T.StructField(n, t) for n, t in cols.items()])
+
+
+def test_input_columns_accepts_the_documented_types() -> None:
+    headers = T.ArrayType(
+        T.StructType([T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())])
+    )
+    cols = input_columns(
+        schema(
+            key=T.StringType(),
+            value=T.BinaryType(),
+            topic=T.StringType(),
+            partition=T.IntegerType(),
+            headers=headers,
+            timestamp=T.TimestampType(),
+            extra=T.LongType(),
+        ),
+        parse(),
+    )
+    assert (cols.key, cols.topic, cols.partition, cols.headers, cols.timestamp) == (True,) * 5
+    assert not input_columns(schema(value=T.StringType()), parse()).key
+
+
+@pytest.mark.parametrize(
+    ("cols", "message"),
+    [
+        ({"key": T.StringType()}, "needs a column named value"),
+        (
+            {"value": T.LongType()},
+            "column value of the sparkafka sink's input must be binary or string, not bigint",
+        ),
+        ({"value": T.StringType(), "partition": T.LongType()}, "column partition .* must be int, not bigint"),
+        ({"value": T.StringType(), "timestamp": T.StringType()}, "column timestamp .* must be timestamp"),
+        ({"value": T.StringType(), "headers": T.StringType()}, "column headers .* must be array<struct"),
+    ],
+)
+def test_input_column_errors(cols: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        input_columns(schema(**cols), parse())
+
+
+def test_topic_column_or_option_is_required() -> None:
+    no_topic = parse_sink_options({"kafka.bootstrap.servers": "h:1"})
+    with pytest.raises(ConfigError, match="needs option topic, or a string column named topic"):
+        input_columns(schema(value=T.StringType()), no_topic)
+    assert input_columns(schema(value=T.StringType(), topic=T.StringType()), no_topic).topic
+
+
+@given(st.lists(st.binary(min_size=0, max_size=20), min_size=1, max_size=50), st.integers(1, 12))
+def test_default_router_puts_keys_where_java_would(keys: list[bytes], n: int) -> None:
+    router = Router("default", 0, lambda _t: n)
+    assert [router.partition("t", k, 10) for k in keys] == [partition_for_key(k, n) for k in keys]
+
+
+def test_fixed_and_roundrobin_and_sticky_routing() -> None:
+    assert {Router("fixed", 7, lambda _t: 3).partition("t", b"k", 1) for _ in range(5)} == {1}
+    rr = Router("roundrobin", 0, lambda _t: 3)
+    assert [rr.partition("t", None, 1) for _ in range(6)] == [0, 1, 2, 0, 1, 2]
+    sticky = Router("default", 0, lambda _t: 4)
+    first = [sticky.partition("t", None, 100) for _ in range(100)]  # 10 kB: under one 16 kB batch
+    assert len(set(first)) == 1
+
+
+def test_parse_acquired_pid_takes_the_last_report() -> None:
+    lines = [
+        "TXNSTATE [rdkafka#producer-3] [thrd:main]: Transaction state change Init -> WaitPID",
+        "IDEMPSTATE [rdkafka#producer-3] [thrd:main]: Acquired PID{Id:17,Epoch:0}",
+        "IDEMPSTATE [rdkafka#producer-3] [thrd:main]: Acquired PID{Id:17,Epoch:3}",
+    ]
+    assert parse_acquired_pid(lines) == (17, 3)
+    assert parse_acquired_pid(["nothing here"]) is None
+
+
+H1 = TxnHandle("p-0", 5, 1, 10)
+H2 = TxnHandle("p-1", 6, 2, 20)
+
+
+def test_fold_intents_done_pending_and_ids_in_use() -> None:
+    state = fold(
+        [
+            IntentRecord("q", 0, "intent", (H1,), 2),
+            IntentRecord("q", 0, "done", (), 2),
+            IntentRecord("q", 1, "intent", (H1, H2), 3),
+        ]
+    )
+    assert state.is_done("q", 0)
+    assert not state.is_done("q", 1)
+    assert not state.is_done("other", 0)
+    assert [r.batch_id for r in state.pending] == [1]
+    assert state.intent_for("q", 1) is not None
+    assert state.intent_for("q", 1).handles == (H1, H2)  # type: ignore[union-attr]
+    assert state.tids_in_use == 3
+    assert (
+        fold([*[IntentRecord("q", b, s, (), 1) for b in range(3) for s in ("intent", "done")]]).pending == []
+    )
+
+
+def test_intent_record_round_trips() -> None:
+    record = IntentRecord("q-1", 42, "intent", (H1, H2), 4)
+    assert IntentRecord.from_json(record.to_json()) == record
+    assert record.key() == b"q-1/42"
+
+
+def test_claims_raise_the_ids_in_use_until_a_commit_fences_them() -> None:
+    records = [
+        IntentRecord("q", 0, "done", (), 1),
+        IntentRecord("", -1, "claim", (), 3),
+        IntentRecord("", -1, "claim", (), 2),  # a concurrent task's smaller claim does not lower it
+    ]
+    assert fold(records).tids_in_use == 3
+    assert fold([*records, IntentRecord("q", 1, "done", (), 2)]).tids_in_use == 2
