@@ -2,11 +2,11 @@
 
 One run, same input (default 2,000,000 rows with a 100 B value) on the embedded broker. (a) one Python
 process producing with 10,000-record transactions; (b) and (c) a Spark stream on local[2] reading the rows
-from parquet files (two files per micro-batch, one writer task per file) into ``format("sparkafka")``.
+from parquet files (by default four files, 1,000,000 rows, per micro-batch; one writer task per file) into the sink.
 The Spark figures are steady state: a small warm-up query runs first, and the rate is rows over the summed
 batch durations Spark reports (which include the driver's commit of every batch's transactions).
 
-    python bench/sink_throughput.py [--records N] [--partitions P] [--files F]
+    python bench/sink_throughput.py [--records N] [--partitions P] [--files F] [--files-per-batch K]
 """
 
 from __future__ import annotations
@@ -59,9 +59,17 @@ def raw_transactional(conf: dict[str, str], topic: str, records: int, per_txn: i
 
 
 def spark_sink(
-    spark: object, input_dir: str, bootstrap: str, topic: str, *, delivery: str, total: int
+    spark: object,
+    input_dir: str,
+    bootstrap: str,
+    topic: str,
+    *,
+    delivery: str,
+    total: int,
+    files_per_batch: int,
 ) -> float:
-    df = spark.readStream.schema("value string").option("maxFilesPerTrigger", 2).parquet(input_dir)  # type: ignore[attr-defined]
+    reader = spark.readStream.schema("value string").option("maxFilesPerTrigger", files_per_batch)  # type: ignore[attr-defined]
+    df = reader.parquet(input_dir)
     writer = (
         df.writeStream.format("sparkafka")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -81,7 +89,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--files", type=int, default=8)
+    parser.add_argument("--files", type=int, default=8, help="input parquet files (one writer task each)")
+    parser.add_argument("--files-per-batch", type=int, default=4, help="files per micro-batch")
     args = parser.parse_args()
     with EmbeddedBroker() as broker:
         conf = {"bootstrap.servers": broker.bootstrap_servers}
@@ -97,12 +106,32 @@ def main() -> None:
             rows = spark.range(args.records).selectExpr("lpad(cast(id as string), 100, 'x') as value")
             rows.repartition(args.files).write.mode("overwrite").parquet(data)
             rows.limit(20_000).repartition(2).write.mode("overwrite").parquet(warm)
-            spark_sink(spark, warm, broker.bootstrap_servers, "warm", delivery="exactly_once", total=20_000)
+            spark_sink(
+                spark,
+                warm,
+                broker.bootstrap_servers,
+                "warm",
+                delivery="exactly_once",
+                total=20_000,
+                files_per_batch=2,
+            )
             alo = spark_sink(
-                spark, data, broker.bootstrap_servers, "alo", delivery="at_least_once", total=args.records
+                spark,
+                data,
+                broker.bootstrap_servers,
+                "alo",
+                delivery="at_least_once",
+                total=args.records,
+                files_per_batch=args.files_per_batch,
             )
             eos = spark_sink(
-                spark, data, broker.bootstrap_servers, "eos", delivery="exactly_once", total=args.records
+                spark,
+                data,
+                broker.bootstrap_servers,
+                "eos",
+                delivery="exactly_once",
+                total=args.records,
+                files_per_batch=args.files_per_batch,
             )
         finally:
             stop_spark(spark)

@@ -177,3 +177,51 @@ def test_fewer_tasks_after_a_crash_fence_the_unused_transactional_ids(
     assert out_values(kafka_conf, topic) == expected()
     view = committed_view(kafka_conf, topic)  # nothing open: the oracle's LSO cut hides nothing
     assert sum(len(v) for v in view.values()) == ROWS
+
+
+def test_partition_column_headers_timestamp_and_roundrobin(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(partitions=3)
+    df = spark.createDataFrame(
+        [(f"v{i}", 2 if i < 5 else None) for i in range(20)], "value string, partition int"
+    ).selectExpr(
+        "value",
+        "partition",
+        "array(named_struct('key', 'trace', 'value', cast('abc' as binary))) as headers",
+        "timestamp_millis(1700000000000 + 1) as timestamp",
+    )
+    writer = (
+        df.coalesce(1)
+        .write.format("sparkafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("partitioner", "roundrobin")
+        .mode("append")
+    )
+    writer.save()
+    view = committed_view(kafka_conf, topic)
+    placed = {r.value.decode(): p for p, records in view.items() for r in records if r.value}
+    assert all(placed[f"v{i}"] == 2 for i in range(5))  # the explicit partition column wins
+    rest = Counter(placed[f"v{i}"] for i in range(5, 20))
+    assert rest == {0: 5, 1: 5, 2: 5}  # round robin over the others
+    records = [r for rs in view.values() for r in rs]
+    assert {r.timestamp for r in records} == {1_700_000_000_001}
+    assert {r.headers for r in records} == {(("trace", b"abc"),)}
+
+
+def test_bad_input_schema_fails_at_start_naming_the_column(
+    spark: Any, bootstrap: str, tmp_path: Path
+) -> None:
+    df = spark.readStream.format("rate").load()  # columns timestamp, value (bigint)
+    query = (
+        df.writeStream.format("sparkafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", "never-written")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .start()
+    )
+    with pytest.raises(
+        Exception, match="column value of the sparkafka sink's input must be binary or string"
+    ):
+        query.awaitTermination(120)

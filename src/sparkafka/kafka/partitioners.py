@@ -84,6 +84,24 @@ class StickyPartitioner:
         self._bytes[topic] += max(record_size, 1)
         return current
 
+    def partitions(self, topic: str, num_partitions: int, record_sizes: Sequence[int]) -> list[int]:
+        """``partition`` for consecutive records (all partitions available), in one call."""
+        out: list[int] = []
+        start = 0
+        n = len(record_sizes)
+        while start < n:
+            current = self.partition(topic, num_partitions, record_sizes[start])
+            used = self._bytes[topic]
+            stop = start + 1
+            # Records stay on ``current`` while fewer than batch_size bytes have gone to it.
+            while stop < n and used < self._batch_size:
+                used += max(record_sizes[stop], 1)
+                stop += 1
+            self._bytes[topic] = used
+            out.extend([current] * (stop - start))
+            start = stop
+        return out
+
     def _next(self, previous: int | None, choices: list[int]) -> int:
         # Switch to a different partition when there is one, as Kafka's sticky partitioner does.
         others = [p for p in choices if p != previous] or choices

@@ -39,4 +39,7 @@ class Router:
         return self._sticky.partition(topic, n, size)
 
     def partitions(self, topic: str, keys: Sequence[bytes | None], sizes: Sequence[int]) -> list[int]:
+        """``partition`` for many records, with a quick path for the common all-unkeyed sticky case."""
+        if self._kind == "default" and all(k is None for k in keys):
+            return self._sticky.partitions(topic, self._count(topic), sizes)
         return [self.partition(topic, k, s) for k, s in zip(keys, sizes, strict=True)]

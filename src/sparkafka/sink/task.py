@@ -116,6 +116,19 @@ def _produce(producer: Any, topic: str, value: Any, **kwargs: Any) -> None:
             return
 
 
+def _produce_simple(producer: Any, topic: str, values: list[Any], keys: list[Any], parts: list[int]) -> None:
+    """The common case's loop: one topic, no headers or timestamps; positional arguments, no kwargs."""
+    produce = producer.produce
+    for i, (value, key, partition) in enumerate(zip(values, keys, parts, strict=True)):
+        try:
+            produce(topic, value, key, partition)
+        except BufferError:
+            producer.poll(0.05)  # the local queue is full: let deliveries drain
+            _produce(producer, topic, value, key=key, partition=partition)
+        if i % 10_000 == 9_999:
+            producer.poll(0)
+
+
 def _produce_batch(
     producer: Any, batch: pa.RecordBatch, options: SinkOptions, columns: InputColumns, router: Router
 ) -> int:
@@ -128,9 +141,21 @@ def _produce_batch(
     keys: list[Any] = col["key"].to_pylist() if columns.key else [None] * n
     keys = [k.encode() if isinstance(k, str) else k for k in keys]
     topics = col["topic"].to_pylist() if columns.topic else [options.topic] * n
-    parts = col["partition"].to_pylist() if columns.partition else [None] * n
+    parts: list[Any] = col["partition"].to_pylist() if columns.partition else [None] * n
     stamps = pc.divide(col["timestamp"].cast(pa.int64()), 1000).to_pylist() if columns.timestamp else None
     headers = col["headers"].to_pylist() if columns.headers else None
+    if stamps is None and headers is None and not columns.topic:
+        topic = options.topic
+        assert topic is not None
+        if not columns.partition:
+            sizes = pc.fill_null(pc.binary_length(col["value"]), 0).to_pylist()
+            parts = router.partitions(topic, keys, sizes)
+        elif None in parts:
+            sizes = pc.fill_null(pc.binary_length(col["value"]), 0).to_pylist()
+            rows = zip(parts, keys, sizes, strict=True)
+            parts = [p if p is not None else router.partition(topic, k, s) for p, k, s in rows]
+        _produce_simple(producer, topic, values, keys, parts)
+        return int(n)
     for i in range(n):
         topic = topics[i] or options.topic
         if topic is None:

@@ -56,3 +56,12 @@ def test_sticky_spreads_load_over_time(n: int, seed: int) -> None:
 def test_sticky_respects_available_partitions() -> None:
     sp = StickyPartitioner(batch_size=10, rng=random.Random(1))
     assert {sp.partition("t", 6, record_size=5, available=[2, 4]) for _ in range(100)} == {2, 4}
+
+
+@given(
+    st.lists(st.integers(0, 5000), max_size=300), st.integers(1, 8), st.integers(1, 20000), st.integers(0, 99)
+)
+def test_sticky_bulk_matches_one_by_one(sizes: list[int], n: int, batch: int, seed: int) -> None:
+    one = StickyPartitioner(batch, random.Random(seed))
+    bulk = StickyPartitioner(batch, random.Random(seed))
+    assert bulk.partitions("t", n, sizes) == [one.partition("t", n, s) for s in sizes]
