@@ -2,7 +2,7 @@
 
 One run, same input (default 2,000,000 rows with a 100 B value) on the embedded broker. (a) one Python
 process producing with 10,000-record transactions; (b) and (c) a Spark stream on local[2] reading the rows
-from parquet files (by default four files, 1,000,000 rows, per micro-batch; one writer task per file) into the sink.
+from parquet files into the sink (by default four files, 1,000,000 rows, per micro-batch; a task per file).
 The Spark figures are steady state: a small warm-up query runs first, and the rate is rows over the summed
 batch durations Spark reports (which include the driver's commit of every batch's transactions).
 
