@@ -32,6 +32,15 @@ def source_metrics(group_id: str, metrics_file: str | None = None) -> SourceMetr
     return read_source_metrics(group_id, metrics_file)
 
 
+def sink_metrics(transactional_id_prefix: str) -> dict[str, int]:
+    """Counters of the exactly-once sink with this prefix, over all runs: ``batches`` committed,
+    ``transactions`` committed, ``records`` in them, and ``replays`` (replayed batches not written again)."""
+    from sparkafka.metrics_files import default_metrics_path, read_json
+
+    data = read_json(default_metrics_path("sink", transactional_id_prefix)) or {}
+    return {k: int(data.get(k, 0)) for k in ("batches", "transactions", "records", "replays")}
+
+
 __all__ = [
     "BrokerError",
     "ConfigError",
@@ -41,5 +50,6 @@ __all__ = [
     "TransactionError",
     "__version__",
     "register",
+    "sink_metrics",
     "source_metrics",
 ]

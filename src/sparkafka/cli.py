@@ -64,6 +64,34 @@ def _cmd_lag(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from sparkafka.local.capabilities import IMPACT, PROBES, probe_broker
+
+    conf = {"bootstrap.servers": args.bootstrap_servers}
+    console = Console()
+    table = Table(title=f"sparkafka doctor: {args.bootstrap_servers}")
+    for name in ("check", "result", "observed", "what fails without it"):
+        table.add_column(name, overflow="fold")
+    passed = failed = 0
+    with console.status("probing...") as status:
+        for name in PROBES:
+            status.update(f"probing {name}...")
+            result = probe_broker(conf, name)
+            passed += result.ok
+            failed += not result.ok
+            verdict = "[green]PASS[/green]" if result.ok else "[red]FAIL[/red]"
+            table.add_row(name, verdict, escape(result.detail), "" if result.ok else IMPACT[name])
+            if name == "api_versions" and not result.ok:
+                break  # nothing else can work
+    console.print(table)
+    console.print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkafka", description="Kafka for Spark, with Flink's semantics")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
@@ -89,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     lag.add_argument("--count", type=int, help="with --watch: stop after this many readings")
     lag.add_argument("--plot", metavar="PNG", help="write a PNG of total lag over the watched period")
     lag.set_defaults(func=_cmd_lag)
+
+    doctor = sub.add_parser("doctor", help="probe a broker for what sparkafka relies on")
+    doctor.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+    doctor.set_defaults(func=_cmd_doctor)
     return parser
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import uuid
@@ -75,3 +76,43 @@ def test_lag_explains_a_group_without_commits_and_an_unknown_topic(
     assert missing.returncode == 1
     assert "does not exist" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_doctor_reports_what_the_broker_can_and_cannot_do(bootstrap: str) -> None:
+    result = subprocess.run(
+        [*SPARKAFKA, "doctor", "--bootstrap-servers", bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"},
+    )
+    rows = {}
+    for line in result.stdout.splitlines():
+        cells = [c.strip() for c in line.split("│")]
+        if len(cells) > 3 and cells[2] in ("PASS", "FAIL"):
+            rows[cells[1]] = cells[2]
+    assert set(rows) == {
+        "api_versions",
+        "create_partitions",
+        "list_offsets_latest",
+        "offsets_for_times",
+        "transactions",
+        "read_committed",
+        "transaction_timeout",
+        "group_commit_assign",
+    }, result.stdout
+    for needed in ("api_versions", "transactions", "group_commit_assign"):
+        assert rows[needed] == "PASS", result.stdout
+    failed = sorted(name for name, verdict in rows.items() if verdict == "FAIL")
+    assert result.returncode == (1 if failed else 0)
+    assert f"{len(rows) - len(failed)} passed, {len(failed)} failed" in result.stdout
+    if not os.environ.get("SPARKAFKA_TEST_BOOTSTRAP"):
+        # The embedded tansu's measured gaps (see the broker notes), reported truthfully.
+        assert failed == [
+            "create_partitions",
+            "list_offsets_latest",
+            "offsets_for_times",
+            "read_committed",
+            "transaction_timeout",
+        ], result.stdout

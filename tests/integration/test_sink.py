@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import sparkafka
 from sparkafka.kafka import partition_for_key
 from sparkafka.local.committed_view import committed_view
 
@@ -144,6 +145,11 @@ def test_exactly_once_survives_faults(
     code, out = driver.run()
     assert code == 0, out
     assert out_values(kafka_conf, topic) == expected()
+    assert driver.prefix is not None
+    counters = sparkafka.sink_metrics(driver.prefix)
+    assert counters["records"] >= ROWS
+    if point == "commit_end":
+        assert counters["replays"] == 1  # the batch Spark re-ran was aborted, not written twice
 
 
 @pytest.mark.parametrize("fault", ["kill:commit_start", "raise:task_mid_write"])

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PROBES", "Capability", "probe_all", "probe_broker"]
+__all__ = ["IMPACT", "PROBES", "Capability", "probe_all", "probe_broker"]
 
 
 @dataclass(frozen=True)
@@ -154,11 +154,114 @@ def probe_read_committed(conf: Mapping[str, str]) -> Capability:
         _delete_topic(conf, topic)
 
 
+def probe_api_versions(conf: Mapping[str, str]) -> Capability:
+    """The broker answers ApiVersions and Metadata (every client needs this)."""
+    from kafka.net.compat import KafkaNetClient
+
+    from sparkafka.clientconf import to_kafka_python_config
+
+    client = KafkaNetClient(**to_kafka_python_config(conf))
+    try:
+        version = client.check_version(timeout_ms=10_000)
+    finally:
+        client.close()
+    brokers = len(_admin(conf).list_topics(timeout=30).brokers)
+    return Capability(
+        "api_versions", True, f"ApiVersions answered (protocol level {version}); {brokers} broker(s)"
+    )
+
+
+def probe_transactions(conf: Mapping[str, str]) -> Capability:
+    """A transactional producer can init, produce and commit (the exactly-once sink's foundation)."""
+    from confluent_kafka import Producer
+
+    from sparkafka.local.committed_view import committed_view
+
+    topic = _new_topic(conf)
+    try:
+        producer = Producer({**conf, "transactional.id": f"probe-{uuid.uuid4().hex}"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(topic, b"committed", partition=0)
+        producer.commit_transaction(30)
+        producer.close()
+        values = [r.value for r in committed_view(conf, topic)[0]]
+        ok = values == [b"committed"]
+        return Capability("transactions", ok, f"committed transaction shows {values} in the log")
+    finally:
+        _delete_topic(conf, topic)
+
+
+def probe_transaction_timeout(conf: Mapping[str, str], wait_s: float = 20.0) -> Capability:
+    """The broker aborts a transaction left open past transaction.timeout.ms (bounds lingering data)."""
+    from confluent_kafka import Producer
+
+    from sparkafka.local.committed_view import read_raw_batches
+
+    topic = _new_topic(conf)
+    try:
+        producer = Producer(
+            {**conf, "transactional.id": f"probe-{uuid.uuid4().hex}", "transaction.timeout.ms": 1000}
+        )
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(topic, b"left open", partition=0)
+        producer.flush(30)
+        del producer  # left open on purpose: only the broker's timeout can end it
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if any(b.is_control for b in read_raw_batches(conf, topic)[0]):
+                return Capability(
+                    "transaction_timeout", True, "an open transaction was aborted after its timeout"
+                )
+            time.sleep(0.5)
+        return Capability(
+            "transaction_timeout",
+            False,
+            f"a transaction with a 1 s timeout was still open after {wait_s:.0f} s",
+        )
+    finally:
+        _delete_topic(conf, topic)
+
+
+def probe_group_commit_assign(conf: Mapping[str, str]) -> Capability:
+    """An assign-mode consumer (no group membership) can commit offsets and read them back."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    topic = _new_topic(conf)
+    try:
+        consumer = Consumer(
+            {**conf, "group.id": f"probe-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False}
+        )
+        consumer.commit(offsets=[CTopicPartition(topic, 0, 7)], asynchronous=False)
+        got = consumer.committed([CTopicPartition(topic, 0)], timeout=30)[0].offset
+        consumer.close()
+        return Capability("group_commit_assign", got == 7, f"committed 7, read back {got}")
+    finally:
+        _delete_topic(conf, topic)
+
+
 PROBES: dict[str, Callable[[Mapping[str, str]], Capability]] = {
+    "api_versions": probe_api_versions,
     "create_partitions": probe_create_partitions,
     "list_offsets_latest": probe_list_offsets_latest,
     "offsets_for_times": probe_offsets_for_times,
+    "transactions": probe_transactions,
     "read_committed": probe_read_committed,
+    "transaction_timeout": probe_transaction_timeout,
+    "group_commit_assign": probe_group_commit_assign,
+}
+
+IMPACT: dict[str, str] = {
+    "api_versions": "nothing works: the broker is unreachable or not Kafka-compatible",
+    "create_partitions": "topics cannot grow; partition discovery of new partitions cannot be exercised",
+    "list_offsets_latest": "batch end offsets come out wrong: micro-batches miss or wait for records",
+    "offsets_for_times": "startingTimestamp starts at the wrong offsets",
+    "transactions": "deliveryGuarantee=exactly_once cannot work",
+    "read_committed": "readers see records of aborted transactions: exactly-once output is not exactly once",
+    "transaction_timeout": "a crashed writer's open transaction is never aborted: read_committed stalls",
+    "group_commit_assign": "offset commits to the consumer group fail: lag tools stay blind",
 }
 
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 
 from sparkafka.errors import TransactionError
+from sparkafka.metrics_files import default_metrics_path, read_json, write_json_atomically
 from sparkafka.sink.faults import fault_point
 from sparkafka.sink.identity import open_transactional_producer
 from sparkafka.sink.intents import IntentLog, IntentRecord, IntentState
@@ -77,6 +78,7 @@ class TwoPhaseCommitter:
             self._abort_quietly(
                 handles, f"batch {batch_id} of query {query_id} was already committed (replay)"
             )
+            self._count(replays=1)
             return
         self._warn_if_old(results)
         tids = len(results)
@@ -86,6 +88,7 @@ class TwoPhaseCommitter:
         self._end(handles, commit=True, pause_after_first=True)
         self._fence(range(tids, state.tids_in_use))
         self._intents.append(IntentRecord(query_id, batch_id, "done", (), tids))
+        self._count(batches=1, transactions=len(handles), records=sum(h.records for h in handles))
         log.info(
             "batch %d committed: %d transaction(s), %d record(s)",
             batch_id,
@@ -103,6 +106,17 @@ class TwoPhaseCommitter:
             self._finish(intent, state)
             handles = [h for h in handles if h not in intent.handles]
         self._abort_quietly(handles, f"batch {batch_id} aborted by Spark")
+
+    def _count(self, **increments: int) -> None:
+        """Add to the sink's counters (``sink_metrics``); a metrics file that cannot be written only warns."""
+        path = default_metrics_path("sink", self._prefix)
+        try:
+            data = read_json(path) or {}
+            for key, n in increments.items():
+                data[key] = int(data.get(key, 0)) + n
+            write_json_atomically(path, data)
+        except (OSError, ValueError) as e:
+            log.warning("could not update sink metrics %s: %s", path, e)
 
     def _fence(self, tasks: range) -> None:
         """Abort whatever transactional ids no longer used by any task hold (parallelism went down)."""

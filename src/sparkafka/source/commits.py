@@ -12,18 +12,16 @@ poll, ``close`` on stop), so it needs no thread of its own and is tested with a 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import tempfile
 import time
-import urllib.parse
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from sparkafka.metrics_files import default_metrics_path, read_json, write_json_atomically
 from sparkafka.source.options import CommitMode
 from sparkafka.structs import TopicPartition, committed_offsets
 
@@ -109,8 +107,7 @@ class SourceMetrics:
 
 def default_metrics_file(group_id: str) -> Path:
     """Where a source committing for ``group_id`` writes its metrics unless option metricsFile says."""
-    name = urllib.parse.quote(group_id, safe="") or "_"
-    return Path(tempfile.gettempdir()) / "sparkafka" / "metrics" / f"source-{name}.json"
+    return default_metrics_path("source", group_id)
 
 
 def read_source_metrics(
@@ -118,18 +115,8 @@ def read_source_metrics(
 ) -> SourceMetrics | None:
     """The metrics last written by a source committing for ``group_id`` (None before its first write)."""
     path = Path(metrics_file) if metrics_file is not None else default_metrics_file(group_id)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    return SourceMetrics.from_json(data)
-
-
-def _write_atomically(path: Path, data: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True))
-    os.replace(tmp, path)
+    data = read_json(path)
+    return None if data is None else SourceMetrics.from_json(data)
 
 
 def _describe(offsets: Mapping[TopicPartition, int]) -> str:
@@ -299,7 +286,7 @@ class OffsetCommitter:
             return
         self.metrics.updated_ms = int(time.time() * 1000)
         try:
-            _write_atomically(self._metrics_file, self.metrics.to_json())
+            write_json_atomically(self._metrics_file, self.metrics.to_json())
         except OSError as e:
             log.warning("could not write source metrics to %s: %s", self._metrics_file, e)
 
