@@ -92,6 +92,33 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    from sparkafka.errors import ConfigError
+    from sparkafka.pipeline.config import load_pipeline
+
+    try:
+        cfg = load_pipeline(args.pipeline)
+    except ConfigError as e:
+        print(f"sparkafka run: {e}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        from sparkafka.local.spark import local_spark, stop_spark
+        from sparkafka.pipeline.runner import describe_plan
+
+        spark = local_spark(master=cfg.master, app_name=f"sparkafka-{cfg.name}", config=cfg.spark_config)
+        try:
+            print(describe_plan(spark, cfg))
+        except Exception as e:  # the SQL or the decoding is wrong: say so without a JVM stack trace
+            print(f"sparkafka run: {args.pipeline}: {str(e).splitlines()[0]}", file=sys.stderr)
+            return 2
+        finally:
+            stop_spark(spark)
+        return 0
+    from sparkafka.pipeline.runner import run_pipeline
+
+    return run_pipeline(cfg, sys.stdout, args.log_json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkafka", description="Kafka for Spark, with Flink's semantics")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
@@ -117,6 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
     lag.add_argument("--count", type=int, help="with --watch: stop after this many readings")
     lag.add_argument("--plot", metavar="PNG", help="write a PNG of total lag over the watched period")
     lag.set_defaults(func=_cmd_lag)
+
+    run = sub.add_parser("run", help="run a Kafka-to-Kafka pipeline declared in a TOML file")
+    run.add_argument("pipeline", help="the pipeline file (see sparkafka.pipeline.config)")
+    run.add_argument("--dry-run", action="store_true", help="print the resolved plan and schema, run nothing")
+    run.add_argument("--log-json", metavar="FILE", help="append one JSON line per micro-batch to FILE")
+    run.set_defaults(func=_cmd_run)
 
     doctor = sub.add_parser("doctor", help="probe a broker for what sparkafka relies on")
     doctor.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,12 @@ appender.console.layout.pattern = %d %p %c: %m%n
 """
 
 
-def local_spark(master: str = "local[2]", app_name: str = "sparkafka", scratch: str | None = None) -> Any:
+def local_spark(
+    master: str = "local[2]",
+    app_name: str = "sparkafka",
+    scratch: str | None = None,
+    config: Mapping[str, str] | None = None,
+) -> Any:
     """A quiet SparkSession bound to 127.0.0.1, with workers on this interpreter and sparkafka registered."""
     tmp = Path(scratch or tempfile.mkdtemp(prefix="sparkafka-spark-"))
     tmp.mkdir(parents=True, exist_ok=True)
@@ -32,8 +38,11 @@ def local_spark(master: str = "local[2]", app_name: str = "sparkafka", scratch: 
     java_opts = f"-Djava.io.tmpdir={tmp} -Dlog4j.configurationFile=file:{log4j}"
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder
+    for key, value in (config or {}).items():
+        builder = builder.config(key, value)
     session = (
-        SparkSession.builder.master(master)
+        builder.master(master)
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

@@ -11,6 +11,7 @@
     [source]
     decode = "json"                      # raw | string | json
     schema = "order_id STRING, amount DOUBLE"   # Spark DDL, required for json
+    watermark = { column = "event_time", delay = "30 seconds" }   # optional, for windowed aggregations
     options = { "kafka.bootstrap.servers" = "${BOOTSTRAP}", subscribe = "orders" }
 
     [[table]]                            # optional static tables for joins
@@ -49,7 +50,7 @@ Decode = Literal["raw", "string", "json"]
 _TOP = {"name", "checkpoint", "trigger", "spark", "source", "table", "transform", "sink"}
 _SECTIONS = {
     "spark": {"master", "config"},
-    "source": {"decode", "schema", "options"},
+    "source": {"decode", "schema", "options", "watermark"},
     "table": {"name", "path", "format"},
     "transform": {"sql"},
     "sink": {"key", "value", "options"},
@@ -77,6 +78,8 @@ class PipelineConfig:
     decode: Decode
     schema: str | None
     source_options: Mapping[str, str]
+    watermark: tuple[str, str] | None = None
+    """(event-time column, delay) for ``withWatermark`` on the source view."""
     tables: tuple[TableSpec, ...] = ()
     sql: str | None = None
     key: str | None = None
@@ -172,6 +175,7 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{file}: not valid TOML: {e}") from None
     top = _Fields(file, "", data, _TOP)
+    trigger = _trigger(top)
     spark = _Fields(file, "spark", data.get("spark", {}), _SECTIONS["spark"])
     source = _Fields(file, "source", data.get("source", {}), _SECTIONS["source"])
     transform = _Fields(file, "transform", data.get("transform", {}), _SECTIONS["transform"])
@@ -187,6 +191,11 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
     schema = source.text("schema")
     if decode == "json" and not schema:
         raise source.error("source.schema", "is required with decode = json (a Spark DDL schema)")
+
+    watermark = None
+    if "watermark" in source.data:
+        w = _Fields(file, "source.watermark", source.data["watermark"], {"column", "delay"})
+        watermark = (w.text("column", required=True) or "", w.text("delay", required=True) or "")
 
     tables = []
     raw_tables = data.get("table", [])
@@ -216,6 +225,8 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
         except ConfigError as e:
             raise ConfigError(f"{file}: {section}: {e}") from None
 
+    if not any(k.lower() == "topic" for k in sink_options):
+        raise sink.error("sink.options.topic", "is required (the pipeline writes key and value columns only)")
     checkpoint = top.text("checkpoint", required=True) or ""
     if not Path(checkpoint).is_absolute():
         checkpoint = str(file.parent / checkpoint)
@@ -223,11 +234,12 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
         path=file,
         name=top.text("name", file.stem) or file.stem,
         checkpoint=checkpoint,
-        trigger=_trigger(top),
+        trigger=trigger,
         master=spark.text("master", "local[2]") or "local[2]",
         spark_config=spark.options("config"),
         decode=decode,  # type: ignore[arg-type]
         schema=schema,
+        watermark=watermark,
         source_options=source_options,
         tables=tuple(tables),
         sql=transform.text("sql"),

@@ -23,7 +23,7 @@ DeliveryGuarantee = Literal["at_least_once", "exactly_once", "none"]
 Partitioner = Literal["default", "fixed", "roundrobin"]
 
 SINK_OPTIONS = ("topic", "deliveryGuarantee", "transactionalIdPrefix", "partitioner")
-SPARK_WRITE_OPTIONS = ("checkpointLocation", "path")
+SPARK_WRITE_OPTIONS = ("checkpointLocation", "path", "queryName")
 """Spark passes its own writer options through to the data source; accepted and ignored."""
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000

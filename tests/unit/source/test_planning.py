@@ -138,3 +138,22 @@ def test_read_limit_properties(parts: dict[TopicPartition, tuple[int, int]], lim
 
 def test_read_limit_never_moves_backwards() -> None:
     assert apply_read_limit({A0: 10}, {A0: 4}, None) == {A0: 10}
+
+
+def test_event_check_never_compares_errors_with_none() -> None:
+    from confluent_kafka import KafkaError
+
+    from sparkafka.source.fetch import _has_events
+
+    class Msg:
+        def __init__(self, error: object) -> None:
+            self._error = error
+
+        def error(self) -> object:
+            return self._error
+
+    eof = KafkaError(KafkaError._PARTITION_EOF)  # its == raises against None
+    assert _has_events([Msg(None), Msg(eof)])
+    assert _has_events([Msg(eof)])
+    assert not _has_events([Msg(None), Msg(None)])
+    assert not _has_events([])

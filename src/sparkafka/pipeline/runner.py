@@ -1,0 +1,183 @@
+"""Running a pipeline file: build the query, show progress, stop gracefully on Ctrl-C, resume on rerun."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from sparkafka.clientconf import mask_secrets
+from sparkafka.pipeline.config import PipelineConfig
+from sparkafka.pipeline.progress import BatchLine, batch_line, render_status, render_summary
+
+__all__ = ["build_query", "describe_plan", "run_pipeline", "source_frame"]
+
+log = logging.getLogger(__name__)
+
+KAFKA_COLUMNS = (
+    "key AS _key",
+    "topic AS _topic",
+    "partition AS _partition",
+    "offset AS _offset",
+    "timestamp AS _timestamp",
+)
+
+
+def source_frame(spark: Any, cfg: PipelineConfig) -> Any:
+    """The decoded source, as the view ``source`` shows it to the SQL."""
+    reader = spark.readStream.format("sparkafka")
+    for key, value in cfg.source_options.items():
+        reader = reader.option(key, value)
+    raw = reader.load()
+    if cfg.decode == "raw":
+        return raw
+    if cfg.decode == "string":
+        return raw.selectExpr(
+            "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value", *KAFKA_COLUMNS[1:]
+        )
+    schema = f"{cfg.schema}, _corrupt STRING"
+    parsed = raw.selectExpr(
+        f"from_json(CAST(value AS STRING), '{schema.replace(chr(39), chr(92) + chr(39))}', "
+        "map('columnNameOfCorruptRecord', '_corrupt', 'mode', 'PERMISSIVE')) AS _data",
+        "CAST(key AS STRING) AS key",
+        *KAFKA_COLUMNS[1:],
+    )
+    return parsed.selectExpr(
+        "_data.*",
+        "_data._corrupt IS NOT NULL AS _malformed",
+        "key AS _key",
+        "_topic",
+        "_partition",
+        "_offset",
+        "_timestamp",
+    ).drop("_corrupt")
+
+
+def _output(spark: Any, cfg: PipelineConfig) -> Any:
+    src = source_frame(spark, cfg)
+    if cfg.watermark:
+        src = src.withWatermark(*cfg.watermark)
+    src.createOrReplaceTempView("source")
+    for table in cfg.tables:
+        reader = spark.read.format(table.format)
+        if table.format == "csv":
+            reader = reader.option("header", "true").option("inferSchema", "true")
+        reader.load(table.path).createOrReplaceTempView(table.name)
+    df = spark.sql(cfg.sql) if cfg.sql else src
+    columns = [f"{cfg.value} AS value"]
+    if cfg.key:
+        columns.insert(0, f"{cfg.key} AS key")
+    return df.selectExpr(*columns)
+
+
+def build_query(spark: Any, cfg: PipelineConfig) -> Any:
+    """Start the streaming query the pipeline file declares."""
+    writer = _output(spark, cfg).writeStream.format("sparkafka").queryName(cfg.name.replace("-", "_"))
+    for key, value in cfg.sink_options.items():
+        writer = writer.option(key, value)
+    writer = writer.option("checkpointLocation", cfg.checkpoint)
+    writer = writer.trigger(processingTime=cfg.trigger) if cfg.trigger else writer.trigger(availableNow=True)
+    return writer.start()
+
+
+def describe_plan(spark: Any, cfg: PipelineConfig) -> str:
+    """The resolved options (secrets masked) and the output schema, for ``--dry-run``."""
+    lines = [
+        f"pipeline {cfg.name} ({cfg.path})",
+        f"checkpoint: {cfg.checkpoint}",
+        f"trigger: {cfg.trigger or 'availableNow'}",
+        f"spark: master {cfg.master}, config {dict(cfg.spark_config)}",
+        f"source ({cfg.decode}): {mask_secrets(cfg.source_options)}",
+        f"view source: {source_frame(spark, cfg).schema.simpleString()}",
+    ]
+    lines += [f"table {t.name}: {t.format} {t.path}" for t in cfg.tables]
+    lines.append(f"output: {_output(spark, cfg).schema.simpleString()}")
+    lines.append(f"sink: {mask_secrets(cfg.sink_options)}")
+    return "\n".join(lines)
+
+
+def _sink_delta(cfg: PipelineConfig, start: Mapping[str, int] | None) -> dict[str, int] | None:
+    import sparkafka
+
+    prefix = cfg.transactional_id_prefix
+    if prefix is None or start is None:
+        return None
+    now = sparkafka.sink_metrics(prefix)
+    return {k: now[k] - start.get(k, 0) for k in now}
+
+
+def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, poll_s: float = 0.5) -> int:
+    """Run until the query ends (availableNow) or Ctrl-C / SIGTERM (stops between batches). 0 on success."""
+    from rich.console import Console
+    from rich.live import Live
+    from rich.markup import escape
+
+    import sparkafka
+    from sparkafka.local.spark import local_spark, stop_spark
+
+    stop = threading.Event()
+    console = Console(file=out)
+    sink_start = sparkafka.sink_metrics(cfg.transactional_id_prefix) if cfg.transactional_id_prefix else None
+    lines: list[BatchLine] = []
+    json_file = Path(log_json).open("a") if log_json else None  # noqa: SIM115 - closed in finally
+    spark = local_spark(master=cfg.master, app_name=f"sparkafka-{cfg.name}", config=cfg.spark_config)
+    # After Spark starts: SparkContext installs a SIGINT handler (cancel all jobs) that this replaces, so
+    # Ctrl-C only asks for a stop between batches. The JVM ignores SIGINT (PySpark starts it so).
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    query = None
+    code = 0
+    try:
+        query = build_query(spark, cfg)
+        console.print(
+            f"pipeline {cfg.name} started; checkpoint {cfg.checkpoint}; Ctrl-C stops after the batch"
+        )
+        seen = -1
+        with Live(render_status(cfg.name, None, "starting"), console=console, auto_refresh=False) as live:
+            while query.isActive and not stop.is_set():
+                try:
+                    query.awaitTermination(poll_s)
+                except Exception:  # the query failed; reported below from query.exception()
+                    break
+                for progress in query.recentProgress:
+                    if progress["batchId"] <= seen or not progress.get("numInputRows"):
+                        continue
+                    seen = progress["batchId"]
+                    group = cfg.group_id
+                    line = batch_line(
+                        progress,
+                        sparkafka.source_metrics(group) if group else None,
+                        _sink_delta(cfg, sink_start),
+                    )
+                    lines.append(line)
+                    if json_file:
+                        json_file.write(line.to_json() + "\n")
+                        json_file.flush()
+                live.update(render_status(cfg.name, lines[-1] if lines else None, "running"), refresh=True)
+            if stop.is_set() and query.isActive:
+                live.update(render_status(cfg.name, lines[-1] if lines else None, "stopping"), refresh=True)
+                _stop_between_batches(query)
+        if query.exception() is not None:
+            first = str(query.exception()).splitlines()[0]
+            console.print(f"[red]query failed:[/red] {escape(first)}")
+            code = 1
+    finally:
+        if query is not None and query.isActive:
+            query.stop()
+        stop_spark(spark)
+        if json_file:
+            json_file.close()
+    console.print(render_summary(cfg.name, lines))
+    return code
+
+
+def _stop_between_batches(query: Any, timeout_s: float = 120.0) -> None:
+    """Let the running micro-batch finish (offsets and transactions stay consistent), then stop."""
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    query.stop()

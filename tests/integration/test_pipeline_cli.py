@@ -1,0 +1,155 @@
+"""``sparkafka run``: a pipeline file end to end on the real broker, Ctrl-C, rerun, bad files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sparkafka.local.committed_view import committed_view
+from tests.integration.source_helpers import produce
+
+SPARKAFKA = [sys.executable, "-m", "sparkafka.cli"]
+
+PIPELINE = """
+name = "test-pipeline"
+checkpoint = "ck"
+trigger = "1 second"
+
+[source]
+decode = "json"
+schema = "order_id STRING, amount DOUBLE"
+[source.options]
+"kafka.bootstrap.servers" = "${{BOOTSTRAP}}"
+subscribe = "{src}"
+startingOffsets = "earliest"
+"kafka.group.id" = "{group}"
+"kafka.sasl.password" = "hunter2"
+
+[transform]
+sql = "SELECT order_id, amount FROM source WHERE NOT _malformed AND amount > 0"
+
+[sink]
+key = "order_id"
+value = "order_id"
+[sink.options]
+"kafka.bootstrap.servers" = "${{BOOTSTRAP}}"
+topic = "{dst}"
+deliveryGuarantee = "exactly_once"
+transactionalIdPrefix = "{prefix}"
+"""
+
+
+def orders(start: int, count: int) -> list[str]:
+    out = []
+    for i in range(start, start + count):
+        if i % 10 == 3:
+            out.append("{not json")  # malformed: dropped
+        elif i % 10 == 7:
+            out.append(json.dumps({"order_id": f"o{i}", "amount": -1.0}))  # filtered out
+        else:
+            out.append(json.dumps({"order_id": f"o{i}", "amount": 10.0 + i}))
+    return out
+
+
+def valid(start: int, count: int) -> Counter[bytes]:
+    return Counter(f"o{i}".encode() for i in range(start, start + count) if i % 10 not in (3, 7))
+
+
+def output(conf: dict[str, str], topic: str) -> Counter[bytes]:
+    return Counter(r.value for rs in committed_view(conf, topic).values() for r in rs)
+
+
+def start(pipeline: Path, bootstrap: str, log_json: Path) -> subprocess.Popen[str]:
+    # PATH is reduced on purpose: nothing but the package and the environment should be needed.
+    env = {**os.environ, "BOOTSTRAP": bootstrap, "COLUMNS": "160"}
+    return subprocess.Popen(
+        [*SPARKAFKA, "run", str(pipeline), "--log-json", str(log_json)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def run_until(proc: subprocess.Popen[str], done: Callable[[], bool], timeout_s: float = 240) -> str:
+    """Wait for ``done``, then Ctrl-C the runner (SIGINT to its process group) and collect its output."""
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not done():
+            assert proc.poll() is None, "the runner exited early"
+            assert time.monotonic() < deadline, "timed out waiting for the pipeline's output"
+            time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, out
+    return out
+
+
+def test_pipeline_runs_stops_on_ctrl_c_and_resumes_exactly_once(
+    kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    src, dst = new_topic(partitions=2), new_topic(partitions=2)
+    prefix = f"pipe-{uuid.uuid4().hex[:6]}"
+    pipeline = tmp_path / "pipeline.toml"
+    pipeline.write_text(PIPELINE.format(src=src, dst=dst, group=f"g-{prefix}", prefix=prefix))
+    log_json = tmp_path / "batches.jsonl"
+    produce(kafka_conf, src, orders(0, 100), partitions=2)
+
+    out = run_until(start(pipeline, bootstrap, log_json), lambda: output(kafka_conf, dst) == valid(0, 100))
+    assert "hunter2" not in out
+    assert "summary" in out
+    lines = [json.loads(line) for line in log_json.read_text().splitlines()]
+    assert lines
+    assert sum(line["input_rows"] for line in lines) == 100
+    assert lines[-1]["records_out"] == sum(valid(0, 100).values())
+    assert {"batch", "input_per_s", "processed_per_s", "duration_ms", "behind", "commits_succeeded"} <= set(
+        lines[0]
+    )
+
+    # Rerun on the same checkpoint: only the new orders are processed, nothing twice.
+    produce(kafka_conf, src, orders(100, 60), partitions=2)
+    run_until(start(pipeline, bootstrap, log_json), lambda: output(kafka_conf, dst) == valid(0, 160))
+    assert output(kafka_conf, dst) == valid(0, 160)
+    lines = [json.loads(line) for line in log_json.read_text().splitlines()]
+    assert sum(line["input_rows"] for line in lines) == 160
+
+
+def test_bad_pipeline_file_exits_2_naming_file_and_field(tmp_path: Path) -> None:
+    pipeline = tmp_path / "bad.toml"
+    pipeline.write_text('checkpoint = "ck"\ntrigger = "sometimes"\n[source]\n[sink]\n')
+    result = subprocess.run(
+        [*SPARKAFKA, "run", str(pipeline)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 2
+    assert f"{pipeline}: trigger = 'sometimes'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_every_example_plans_against_spark(
+    spark: object, bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sparkafka.pipeline.config import load_pipeline
+    from sparkafka.pipeline.runner import describe_plan
+
+    monkeypatch.setenv("BOOTSTRAP", bootstrap)
+    monkeypatch.setenv("SPARKAFKA_STATE", str(tmp_path))
+    examples = sorted((Path(__file__).parents[2] / "examples").glob("*.toml"))
+    assert examples
+    for example in examples:
+        plan = describe_plan(spark, load_pipeline(example))
+        assert "output: struct<key:string,value:string>" in plan, plan

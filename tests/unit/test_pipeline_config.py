@@ -1,0 +1,110 @@
+"""Pipeline files are validated before Spark starts; errors name the file and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparkafka.errors import ConfigError
+from sparkafka.pipeline.config import load_pipeline
+
+GOOD = """
+name = "p"
+checkpoint = "ck"
+trigger = "{trigger}"
+[source]
+decode = "json"
+schema = "a INT"
+options = {{ "kafka.bootstrap.servers" = "${{BOOT}}", subscribe = "in", "kafka.group.id" = "g" }}
+[[table]]
+name = "rates"
+path = "rates.csv"
+[transform]
+sql = "SELECT a FROM source"
+[sink]
+value = "to_json(struct(a))"
+[sink.options]
+"kafka.bootstrap.servers" = "${{BOOT}}"
+topic = "out"
+deliveryGuarantee = "exactly_once"
+transactionalIdPrefix = "p"
+"kafka.sasl.password" = "s3cret"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "pipeline.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def boot(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOOT", "127.0.0.1:9092")
+
+
+@pytest.mark.parametrize(
+    ("trigger", "want"),
+    [
+        ("availableNow", None),
+        ("5 seconds", "5000 milliseconds"),
+        ("250ms", "250 milliseconds"),
+        ("2 minutes", "120000 milliseconds"),
+    ],
+)
+def test_good_file_resolves(tmp_path: Path, trigger: str, want: str | None) -> None:
+    cfg = load_pipeline(write(tmp_path, GOOD.format(trigger=trigger)))
+    assert cfg.trigger == want
+    assert cfg.checkpoint == str(tmp_path / "ck")
+    assert cfg.source_options["kafka.bootstrap.servers"] == "127.0.0.1:9092"
+    assert cfg.tables[0].path == str(tmp_path / "rates.csv")
+    assert (cfg.group_id, cfg.transactional_id_prefix) == ("g", "p")
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (('name = "p"', 'name = "p"\nfoo = 1'), "foo is not a known field; allowed here: checkpoint, name"),
+        (('value = "to_json', 'valu = "x"\nvalue = "to_json'), "sink.valu is not a known field"),
+        (('checkpoint = "ck"', ""), "checkpoint is required"),
+        (('decode = "json"', 'decode = "avro"'), "source.decode = 'avro': use raw, string or json"),
+        (('schema = "a INT"', ""), "source.schema is required with decode = json"),
+        (
+            ('trigger = "5 seconds"', 'trigger = "often"'),
+            "trigger = 'often': use \"availableNow\" or an interval",
+        ),
+        (('subscribe = "in"', 'subscrib = "in"'), "source.options: unknown option"),
+        (('topic = "out"\n', ""), "sink.options.topic is required"),
+        (
+            ('"${BOOT}", subscribe', '"${NOPE_NOT_SET}", subscribe'),
+            "uses ${NOPE_NOT_SET} but that environment",
+        ),
+        (('name = "rates"', 'name = "source"'), "table[0].name = 'source'"),
+        (("[transform]", "[transform]\nsql = 3\n[other]"), "other is not a known field"),
+    ],
+)
+def test_bad_files_name_the_file_and_field(tmp_path: Path, edit: tuple[str, str], message: str) -> None:
+    text = GOOD.format(trigger="5 seconds")
+    assert edit[0] in text
+    path = write(tmp_path, text.replace(edit[0], edit[1], 1))
+    with pytest.raises(ConfigError) as info:
+        load_pipeline(path)
+    assert str(path) in str(info.value)
+    assert message in str(info.value)
+
+
+def test_not_toml_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_pipeline(write(tmp_path, "name = "))
+    with pytest.raises(ConfigError, match="no such pipeline file"):
+        load_pipeline(tmp_path / "absent.toml")
+
+
+def test_examples_parse(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("BOOTSTRAP", "127.0.0.1:9092")
+    monkeypatch.setenv("SPARKAFKA_STATE", str(tmp_path))
+    examples = sorted(Path(__file__).parents[2].joinpath("examples").glob("*.toml"))
+    assert examples
+    for example in examples:
+        assert load_pipeline(example).sink_options["deliveryGuarantee"] == "exactly_once"
