@@ -70,10 +70,17 @@ def new_topic(kafka_conf: dict[str, str]) -> Callable[..., str]:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """One SparkSession on local[2], quiet, with its scratch space under the test's temp dir."""
+    """One SparkSession on local[2], quiet, with its scratch space under the test's temp dir.
+
+    Failed tasks are retried (up to 3 attempts), as on a cluster: on tansu, a librdkafka consumer that
+    read a topic which is then deleted can crash its Python worker (measured with confluent-kafka 2.16);
+    Spark's retry runs in a fresh worker with a fresh consumer.
+    """
     from sparkafka.local.spark import local_spark, stop_spark
 
-    session = local_spark(scratch=str(tmp_path_factory.mktemp("spark")), app_name="sparkafka-tests")
+    session = local_spark(
+        master="local[2,3]", scratch=str(tmp_path_factory.mktemp("spark")), app_name="sparkafka-tests"
+    )
     try:
         yield session
     finally:

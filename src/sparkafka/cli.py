@@ -30,7 +30,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from sparkafka.local.demo import run_demo
 
-    return run_demo(sys.stdout, records=args.records, partitions=args.partitions)
+    return run_demo(sys.stdout, orders=args.orders, minutes=args.minutes, partitions=args.partitions)
 
 
 def _cmd_lag(args: argparse.Namespace) -> int:
@@ -130,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     broker.set_defaults(func=_cmd_broker)
 
     demo = sub.add_parser("demo", help="run the demo on an embedded broker")
-    demo.add_argument("--records", type=int, default=5000, help="orders to generate (default 5000)")
+    demo.add_argument("--orders", type=int, default=3000, help="orders to generate (default 3000)")
+    demo.add_argument("--minutes", type=int, default=4, help="minutes of event time they span (default 4)")
     demo.add_argument("--partitions", type=int, default=4, help="partitions of the input topic")
     demo.set_defaults(func=_cmd_demo)
 

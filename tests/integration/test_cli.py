@@ -36,11 +36,17 @@ def test_broker_command_prints_address_and_stops_on_ctrl_c() -> None:
 
 def test_demo_runs_end_to_end() -> None:
     result = subprocess.run(
-        [*SPARKAFKA, "demo", "--records", "800"], capture_output=True, text=True, timeout=300, check=False
+        [*SPARKAFKA, "demo", "--orders", "1200", "--minutes", "3"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "800 distinct order ids of 800 produced, 800 read" in result.stdout
-    assert "Spark job: revenue per currency" in result.stdout
+    assert "killing the Spark driver with SIGKILL" in result.stdout
+    assert "starting the pipeline again on the same checkpoint" in result.stdout
+    assert "every valid order is counted exactly once: OK" in result.stdout
+    assert "consumer group demo-revenue: lag 0" in result.stdout
 
 
 def test_seal_makes_latest_the_log_end(kafka_conf: dict[str, str], new_topic: Callable[..., str]) -> None:

@@ -52,6 +52,9 @@ class TwoPhaseCommitter:
         self._end(intent.handles, commit=True)
         done = IntentRecord(intent.query_id, intent.batch_id, "done", (), intent.tids_in_use)
         self._intents.append(done)
+        self._count(
+            batches=1, transactions=len(intent.handles), records=sum(h.records for h in intent.handles)
+        )
         state.last_done[intent.query_id] = max(intent.batch_id, state.last_done.get(intent.query_id, -1))
         state.pending.remove(intent)
 

@@ -1,0 +1,280 @@
+"""``sparkafka demo``: the revenue pipeline on the embedded broker, a driver crash midway, and a check.
+
+1. Start the embedded broker; produce shop orders (JSON keyed by customer, on the partition Java's murmur2
+   partitioner picks; a few malformed) into ``orders``.
+2. Run the bundled pipeline (``revenue.toml``) with ``sparkafka run``, showing its progress.
+3. Midway, SIGKILL the pipeline's driver, produce the rest of the orders, and start it again on the same
+   checkpoint: it resumes.
+4. Verify with the committed-view oracle that every valid order is counted exactly once in the per-minute
+   revenue windows written to ``revenue`` (nothing lost, nothing twice), and print the consumer lag.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any, TextIO
+
+from sparkafka.kafka import partition_for_key
+from sparkafka.local.tansu_workarounds import exact_latest_producer_conf
+
+__all__ = ["Order", "expected_windows", "make_orders", "run_demo", "verify_windows"]
+
+RATES = {"EUR": 1.0, "USD": 0.92, "GBP": 1.17}
+START_MS = 1_767_225_600_000  # 2026-01-01 00:00 UTC: fixed event times give the same windows every run
+FLUSH_CUSTOMER = "zz-watermark"
+"""One order far ahead in event time: moves the watermark past every real window so they are written."""
+
+
+@dataclass(frozen=True)
+class Order:
+    order_id: int
+    customer: str
+    amount: float
+    currency: str
+    event_time_ms: int
+    malformed: bool = False
+
+    def key(self) -> bytes:
+        return self.customer.encode()
+
+    def value(self) -> bytes:
+        if self.malformed:
+            return b'{"order_id": ' + str(self.order_id).encode() + b', "customer": '  # cut short
+        event_time = datetime.fromtimestamp(self.event_time_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        data = {
+            "order_id": self.order_id,
+            "customer": self.customer,
+            "amount": self.amount,
+            "currency": self.currency,
+            "event_time": event_time,
+        }
+        return json.dumps(data).encode()
+
+    def minute(self) -> str:
+        return datetime.fromtimestamp(self.event_time_ms // 60_000 * 60, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def make_orders(count: int, minutes: int, seed: int = 7, customers: int = 12) -> list[Order]:
+    """``count`` orders spread over ``minutes`` of event time, about 3% malformed."""
+    rng = random.Random(seed)
+    step = minutes * 60_000 / max(count, 1)
+    return [
+        Order(
+            order_id=i,
+            customer=f"customer-{rng.randrange(customers):02d}",
+            amount=round(rng.uniform(1, 300), 2),
+            currency=rng.choice(tuple(RATES)),
+            event_time_ms=START_MS + int(i * step),
+            malformed=rng.random() < 0.03,
+        )
+        for i in range(count)
+    ]
+
+
+def expected_windows(orders: Iterable[Order]) -> dict[tuple[str, str], tuple[int, float]]:
+    """(customer, minute) -> (orders, revenue in EUR) for the valid orders."""
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    revenue: dict[tuple[str, str], float] = defaultdict(float)
+    for o in orders:
+        if o.malformed or o.customer == FLUSH_CUSTOMER:
+            continue
+        counts[(o.customer, o.minute())] += 1
+        revenue[(o.customer, o.minute())] += o.amount * RATES[o.currency]
+    return {k: (counts[k], revenue[k]) for k in counts}
+
+
+def verify_windows(
+    expected: dict[tuple[str, str], tuple[int, float]], output: Sequence[bytes | None]
+) -> list[str]:
+    """Problems with the output (empty when every valid order is counted exactly once)."""
+    problems: list[str] = []
+    seen: dict[tuple[str, str], tuple[int, float]] = {}
+    for raw in output:
+        try:
+            row = json.loads(raw or b"")
+            window = (str(row["customer"]), str(row["minute"]))
+            value = (int(row["orders"]), float(row["revenue_eur"]))
+        except (ValueError, KeyError, TypeError) as e:
+            problems.append(f"unreadable output record {raw!r}: {e}")
+            continue
+        if window[0] == FLUSH_CUSTOMER:
+            continue
+        if window in seen:
+            problems.append(f"window {window} written twice")
+        seen[window] = value
+    for window, (count, revenue) in sorted(expected.items()):
+        if window not in seen:
+            problems.append(f"window {window} missing ({count} orders lost)")
+            continue
+        got_count, got_revenue = seen[window]
+        if got_count != count:
+            problems.append(f"window {window} counts {got_count} orders, expected {count}")
+        if abs(got_revenue - revenue) > 0.011:
+            problems.append(f"window {window} has revenue {got_revenue:.2f}, expected {revenue:.2f}")
+    problems += [f"unexpected window {w}" for w in sorted(set(seen) - set(expected))]
+    return problems
+
+
+def _produce(conf: dict[str, str], orders: Sequence[Order], partitions: int) -> None:
+    from confluent_kafka import Producer
+
+    # tansu's ListOffsets(latest) is exact only with one record per batch (see tansu_workarounds).
+    producer = Producer(exact_latest_producer_conf(conf))
+    for o in orders:
+        # Java-compatible placement: librdkafka's own default would hash keys with CRC32.
+        producer.produce("orders", o.value(), key=o.key(), partition=partition_for_key(o.key(), partitions))
+    producer.flush(60)
+
+
+class _Pipeline:
+    """``sparkafka run revenue.toml`` as a child process group (killed as a whole, never by name)."""
+
+    def __init__(self, toml: Path, bootstrap: str, state: Path) -> None:
+        self.toml, self.state = toml, state
+        self.log = state / "batches.jsonl"
+        self.env = {**os.environ, "BOOTSTRAP": bootstrap, "SPARKAFKA_STATE": str(state)}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sparkafka.cli", "run", str(self.toml), "--log-json", str(self.log)],
+            env=self.env,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def batches(self) -> int:
+        try:
+            return len(self.log.read_text().splitlines())
+        except FileNotFoundError:
+            return 0
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig: int, timeout_s: float = 120) -> int:
+        assert self.proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            return self.proc.wait()
+
+    def kill_group(self) -> None:
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+def _wait(condition: Any, timeout_s: float, pipeline: _Pipeline) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        if not pipeline.alive():
+            return False
+        time.sleep(0.5)
+    return False
+
+
+def run_demo(out: TextIO, orders: int = 3000, minutes: int = 4, partitions: int = 4, seed: int = 7) -> int:
+    """The whole demo; returns 0 only if the verification holds."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from sparkafka.lag import fetch_group_lag
+    from sparkafka.local.broker import EmbeddedBroker
+    from sparkafka.local.committed_view import committed_view
+
+    def say(text: str) -> None:
+        print(f"\n== {text}", file=out, flush=True)
+
+    state = Path(tempfile.mkdtemp(prefix="sparkafka-demo-"))
+    bundled = resources.files("sparkafka.local.demo")
+    for name in ("revenue.toml", "rates.csv"):
+        (state / name).write_bytes(bundled.joinpath(name).read_bytes())
+    all_orders = make_orders(orders, minutes, seed)
+    last = all_orders[-1]
+    flush = Order(orders, FLUSH_CUSTOMER, 1.0, "EUR", last.event_time_ms + 5 * 60_000)
+    first, rest = all_orders[: orders * 6 // 10], [*all_orders[orders * 6 // 10 :], flush]
+    pipeline: _Pipeline | None = None
+    try:
+        with EmbeddedBroker() as broker:
+            conf = {"bootstrap.servers": broker.bootstrap_servers}
+            say(f"embedded broker (tansu, pid {broker.pid}) at {broker.bootstrap_servers}")
+            admin = AdminClient(conf)
+            for future in admin.create_topics(
+                [NewTopic("orders", partitions, 1), NewTopic("revenue", 2, 1)]
+            ).values():
+                future.result(30)
+            malformed = sum(o.malformed for o in all_orders)
+            _produce(conf, first, partitions)
+            say(
+                f"produced {len(first)} of {orders} orders ({minutes} minutes of event time, {malformed} "
+                f"malformed in all) to 'orders', {partitions} partitions, keyed by customer with Java's "
+                "murmur2 placement"
+            )
+            pipeline = _Pipeline(state / "revenue.toml", broker.bootstrap_servers, state)
+            say(f"sparkafka run {state / 'revenue.toml'}  (the bundled pipeline; state in {state})")
+            pipeline.start()
+            if not _wait(lambda: pipeline.batches() >= 1, 180, pipeline):
+                say("the pipeline did not get going: FAILED")
+                return 1
+            say("killing the Spark driver with SIGKILL, mid-stream (a crash)")
+            pipeline.kill_group()
+            _produce(conf, rest, partitions)
+            say(
+                f"produced the remaining {len(rest) - 1} orders, and one order minutes later that closes "
+                "the last windows"
+            )
+            say("starting the pipeline again on the same checkpoint: it resumes")
+            pipeline.start()
+            expected = expected_windows(all_orders)
+
+            def output() -> list[bytes | None]:
+                return [r.value for rs in committed_view(conf, "revenue").values() for r in rs]
+
+            _wait(lambda: not verify_windows(expected, output()), 240, pipeline)
+            code = pipeline.signal(signal.SIGINT)
+            say(f"stopped the pipeline with Ctrl-C (exit status {code})")
+            problems = verify_windows(expected, output())
+            valid = sum(n for n, _ in expected.values())
+            lag = fetch_group_lag(conf, "demo-revenue", "orders")
+            say("verification with the committed-view oracle (what a read_committed reader sees)")
+            print(
+                f"  {len(expected)} customer-minute windows expected, covering {valid} valid orders; "
+                f"{malformed} malformed orders dropped",
+                file=out,
+            )
+            for problem in problems[:20]:
+                print(f"  PROBLEM: {problem}", file=out)
+            print(f"  consumer group demo-revenue: lag {lag.total_lag} on 'orders'", file=out)
+            ok = not problems and code == 0
+            print(
+                "  every valid order is counted exactly once: "
+                + ("OK" if ok else f"FAILED ({len(problems)} problems)"),
+                file=out,
+                flush=True,
+            )
+            return 0 if ok else 1
+    finally:
+        if pipeline is not None:
+            pipeline.kill_group()
+        shutil.rmtree(state, ignore_errors=True)
