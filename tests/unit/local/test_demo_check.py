@@ -38,5 +38,5 @@ def test_corrupted_output_is_reported() -> None:
 
 def test_malformed_orders_are_not_json() -> None:
     bad = Order(1, "c", 1.0, "EUR", 0, malformed=True)
-    with pytest.raises(ValueError):
+    with pytest.raises(json.JSONDecodeError):
         json.loads(bad.value())
