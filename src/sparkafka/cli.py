@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import signal
 import sys
@@ -101,6 +102,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"sparkafka run: {e}", file=sys.stderr)
         return 2
+    if args.available_now:
+        cfg = dataclasses.replace(cfg, trigger=None)
     if args.dry_run:
         from sparkafka.local.spark import local_spark, stop_spark
         from sparkafka.pipeline.runner import describe_plan
@@ -150,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("pipeline", help="the pipeline file (see sparkafka.pipeline.config)")
     run.add_argument("--dry-run", action="store_true", help="print the resolved plan and schema, run nothing")
     run.add_argument("--log-json", metavar="FILE", help="append one JSON line per micro-batch to FILE")
+    run.add_argument(
+        "--available-now",
+        action="store_true",
+        help="process what the source has now, then stop (Trigger.AvailableNow), whatever the file's trigger",
+    )
     run.set_defaults(func=_cmd_run)
 
     doctor = sub.add_parser("doctor", help="probe a broker for what sparkafka relies on")

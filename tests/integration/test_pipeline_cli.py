@@ -153,3 +153,47 @@ def test_every_example_plans_against_spark(
     for example in examples:
         plan = describe_plan(spark, load_pipeline(example))
         assert "output: struct<key:string,value:string>" in plan, plan
+
+
+def test_every_example_runs_to_completion_on_the_broker(
+    kafka_conf: dict[str, str], bootstrap: str, tmp_path: Path
+) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from sparkafka.local.demo import FLUSH_CUSTOMER, Order, make_orders
+    from sparkafka.local.tansu_workarounds import exact_latest_producer_conf
+
+    admin = AdminClient(kafka_conf)
+    existing = admin.list_topics(timeout=30).topics
+    wanted = [NewTopic(t, 2, 1) for t in ("orders", "orders-eur", "revenue") if t not in existing]
+    for future in admin.create_topics(wanted).values():
+        future.result(30)
+    orders = make_orders(300, 2, seed=11)
+    orders.append(Order(300, FLUSH_CUSTOMER, 1.0, "EUR", orders[-1].event_time_ms + 5 * 60_000))
+    from confluent_kafka import Producer
+
+    producer = Producer(exact_latest_producer_conf(kafka_conf))
+    for o in orders:
+        producer.produce("orders", o.value(), key=o.key())
+    assert producer.flush(30) == 0
+
+    env = {**os.environ, "BOOTSTRAP": bootstrap, "SPARKAFKA_STATE": str(tmp_path), "COLUMNS": "160"}
+    examples = sorted((Path(__file__).parents[2] / "examples").glob("*.toml"))
+    for example in examples:
+        result = subprocess.run(
+            [*SPARKAFKA, "run", str(example), "--available-now"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert result.returncode == 0, f"{example.name}: {result.stdout}{result.stderr}"
+    enriched = [r.value for rs in committed_view(kafka_conf, "orders-eur").values() for r in rs]
+    assert len(enriched) == sum(not o.malformed for o in orders)
+    revenue = [
+        json.loads(r.value or b"") for rs in committed_view(kafka_conf, "revenue").values() for r in rs
+    ]
+    assert sum(row["orders"] for row in revenue if row["customer"] != FLUSH_CUSTOMER) == sum(
+        not o.malformed and o.customer != FLUSH_CUSTOMER for o in orders
+    )

@@ -43,26 +43,38 @@ class BatchLine:
     """Transactions committed by the exactly-once sink since the runner started."""
     records_out: int | None
     """Records in those transactions since the runner started."""
+    out_per_s: float | None = None
+    """Records the sink committed for this batch, per second of the batch's duration."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
 
 def batch_line(
-    progress: Mapping[str, Any], source_metrics: Any | None, sink_since_start: Mapping[str, int] | None
+    progress: Mapping[str, Any],
+    source_metrics: Any | None,
+    sink_since_start: Mapping[str, int] | None,
+    previous: BatchLine | None = None,
 ) -> BatchLine:
     sources = progress.get("sources") or [{}]
+    duration_ms = int((progress.get("durationMs") or {}).get("triggerExecution", 0))
+    records_out = None if sink_since_start is None else sink_since_start.get("records", 0)
+    out_per_s = None
+    if records_out is not None and duration_ms > 0:
+        before = previous.records_out if previous is not None and previous.records_out is not None else 0
+        out_per_s = (records_out - before) * 1000 / duration_ms
     return BatchLine(
         batch=int(progress.get("batchId", -1)),
         input_rows=int(progress.get("numInputRows", 0)),
         input_per_s=float(progress.get("inputRowsPerSecond") or 0.0),
         processed_per_s=float(progress.get("processedRowsPerSecond") or 0.0),
-        duration_ms=int((progress.get("durationMs") or {}).get("triggerExecution", 0)),
+        duration_ms=duration_ms,
         behind=behind_latest(sources[0]),
         commits_succeeded=None if source_metrics is None else source_metrics.commits_succeeded,
         commits_failed=None if source_metrics is None else source_metrics.commits_failed,
         transactions=None if sink_since_start is None else sink_since_start.get("transactions", 0),
-        records_out=None if sink_since_start is None else sink_since_start.get("records", 0),
+        records_out=records_out,
+        out_per_s=out_per_s,
     )
 
 
@@ -84,6 +96,7 @@ def render_status(name: str, line: BatchLine | None, state: str) -> Any:
         "batch": "batch",
         "in rows/s": "input_per_s",
         "processed rows/s": "processed_per_s",
+        "out records/s": "out_per_s",
         "batch ms": "duration_ms",
         "behind latest": "behind",
         "group commits ok/failed": None,

@@ -152,6 +152,7 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
                         progress,
                         sparkafka.source_metrics(group) if group else None,
                         _sink_delta(cfg, sink_start),
+                        lines[-1] if lines else None,
                     )
                     lines.append(line)
                     if json_file:
