@@ -46,6 +46,7 @@ def test_demo_runs_end_to_end() -> None:
     assert "killing the Spark driver with SIGKILL" in result.stdout
     assert "starting the pipeline again on the same checkpoint" in result.stdout
     assert "every valid order is counted exactly once: OK" in result.stdout
+    assert "the pipeline counted" in result.stdout
     assert "consumer group demo-revenue: lag 0" in result.stdout
 
 

@@ -110,6 +110,19 @@ def test_pipeline_runs_stops_on_ctrl_c_and_resumes_exactly_once(
     log_json = tmp_path / "batches.jsonl"
     produce(kafka_conf, src, orders(0, 100), partitions=2)
 
+    dry = subprocess.run(
+        [*SPARKAFKA, "run", str(pipeline), "--dry-run"],
+        env={**os.environ, "BOOTSTRAP": bootstrap},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert dry.returncode == 0, dry.stderr
+    assert "hunter2" not in dry.stdout + dry.stderr
+    assert "'kafka.sasl.password': '********'" in dry.stdout
+    assert "view source: struct<order_id:string,amount:double,_malformed:boolean" in dry.stdout
+
     out = run_until(start(pipeline, bootstrap, log_json), lambda: output(kafka_conf, dst) == valid(0, 100))
     assert "hunter2" not in out
     assert "summary" in out
