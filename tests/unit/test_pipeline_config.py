@@ -108,3 +108,16 @@ def test_examples_parse(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
     assert examples
     for example in examples:
         assert load_pipeline(example).sink_options["deliveryGuarantee"] == "exactly_once"
+
+
+def test_transaction_timeout_shorter_than_trigger_plus_margin_warns(tmp_path: Path) -> None:
+    text = GOOD.format(trigger="90 seconds")
+    assert load_pipeline(write(tmp_path, text)).timeout_warning() is None  # 900 s default
+    short = text.replace(
+        'transactionalIdPrefix = "p"',
+        'transactionalIdPrefix = "p"\n"kafka.transaction.timeout.ms" = "120000"',
+    )
+    warning = load_pipeline(write(tmp_path, short)).timeout_warning()
+    assert warning is not None
+    assert "transaction.timeout.ms=120000 is shorter than the trigger interval (90000 ms)" in warning
+    assert load_pipeline(write(tmp_path, GOOD.format(trigger="availableNow"))).timeout_warning() is None

@@ -90,6 +90,22 @@ class PipelineConfig:
     def group_id(self) -> str | None:
         return {k.lower(): v for k, v in self.source_options.items()}.get("kafka.group.id")
 
+    def timeout_warning(self, margin_ms: int = 60_000) -> str | None:
+        """Flink's start-up check: exactly-once transactions must outlive a trigger interval plus recovery."""
+        from sparkafka.sink.options import parse_sink_options
+
+        sink = parse_sink_options(self.sink_options)
+        if sink.delivery != "exactly_once" or self.trigger is None:
+            return None
+        interval_ms = int(self.trigger.split()[0])
+        if interval_ms + margin_ms <= sink.transaction_timeout_ms:
+            return None
+        return (
+            f"kafka.transaction.timeout.ms={sink.transaction_timeout_ms} is shorter than the trigger "
+            f"interval ({interval_ms} ms) plus {margin_ms} ms for recovery: the broker may abort "
+            "transactions that were about to be committed after a crash"
+        )
+
     @property
     def transactional_id_prefix(self) -> str | None:
         return {k.lower(): v for k, v in self.sink_options.items()}.get("transactionalidprefix")

@@ -121,6 +121,9 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
 
     stop = threading.Event()
     console = Console(file=out)
+    warning = cfg.timeout_warning()
+    if warning:
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     sink_start = sparkafka.sink_metrics(cfg.transactional_id_prefix) if cfg.transactional_id_prefix else None
     lines: list[BatchLine] = []
     json_file = Path(log_json).open("a") if log_json else None  # noqa: SIM115 - closed in finally
