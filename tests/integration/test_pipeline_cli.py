@@ -140,6 +140,11 @@ def test_pipeline_runs_stops_on_ctrl_c_and_resumes_exactly_once(
     assert output(kafka_conf, dst) == valid(0, 160)
     lines = [json.loads(line) for line in log_json.read_text().splitlines()]
     assert sum(line["input_rows"] for line in lines) == 160
+    # The canary password appears nowhere the run wrote: checkpoint (offsets, commits, metadata), JSON lines.
+    written = [f for f in tmp_path.rglob("*") if f.is_file() and f != pipeline]
+    assert any(f.parent.name == "offsets" for f in written)
+    leaks = [f for f in written if b"hunter2" in f.read_bytes()]
+    assert leaks == []
 
 
 def test_bad_pipeline_file_exits_2_naming_file_and_field(tmp_path: Path) -> None:

@@ -1,0 +1,87 @@
+"""Random option maps: the parsers either accept them or raise ConfigError, never anything else."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparkafka.errors import ConfigError
+from sparkafka.sink.options import SINK_OPTIONS, parse_sink_options
+from sparkafka.source.options import SOURCE_OPTIONS, parse_source_options
+
+KEYS = [
+    *SOURCE_OPTIONS,
+    *SINK_OPTIONS,
+    "kafka.bootstrap.servers",
+    "kafka.group.id",
+    "kafka.auto.offset.reset",
+    "kafka.isolation.level",
+    "kafka.enable.auto.commit",
+    "kafka.transaction.timeout.ms",
+    "kafka.transactional.id",
+    "bogus",
+]
+VALUES = st.one_of(
+    st.sampled_from(
+        [
+            "",
+            "0",
+            "-1",
+            "-2",
+            "1",
+            "30000",
+            "true",
+            "false",
+            "earliest",
+            "latest",
+            "group",
+            "exactly_once",
+            "p",
+            "t",
+            "a,b",
+            "[",
+            "(",
+            '{"t": {"0": 5}}',
+            '{"t": [0, 1]}',
+            '{"t": {"x": 1}}',
+            '{"t": {"0": -3}}',
+            '{"t": 5}',
+            "null",
+            "1e3",
+            "127.0.0.1:9092",
+        ]
+    ),
+    st.text(max_size=12),
+    st.integers(-5, 10**6).map(str),
+)
+
+
+# Half the maps start valid, so the fuzzing reaches past the first checks.
+BASES = st.sampled_from(
+    [
+        {},
+        {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"},
+        {"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "t"},
+        {"kafka.bootstrap.servers": "127.0.0.1:9092", "assign": '{"t": [0]}', "kafka.group.id": "g"},
+    ]
+)
+MAPS = st.builds(
+    lambda base, extra: {**base, **extra}, BASES, st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=6)
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(MAPS, st.booleans())
+def test_source_parser_accepts_or_raises_config_error(options: dict[str, Any], batch: bool) -> None:
+    with contextlib.suppress(ConfigError):  # anything else fails the test
+        parse_source_options(options, batch=batch)
+
+
+@settings(max_examples=500, deadline=None)
+@given(MAPS)
+def test_sink_parser_accepts_or_raises_config_error(options: dict[str, Any]) -> None:
+    with contextlib.suppress(ConfigError):  # anything else fails the test
+        parse_sink_options(options)
