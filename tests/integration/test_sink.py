@@ -231,3 +231,23 @@ def test_bad_input_schema_fails_at_start_naming_the_column(
         Exception, match="column value of the sparkafka sink's input must be binary or string"
     ):
         query.awaitTermination(120)
+
+
+def test_record_larger_than_allowed_fails_the_write_with_no_partial_output(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(partitions=1)
+    rows = [(f"small-{i}",) for i in range(50)] + [("x" * 2_000_000,)] + [("after",)]
+    df = spark.createDataFrame(rows, "value string").coalesce(1)
+    writer = (
+        df.write.format("sparkafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("deliveryGuarantee", "exactly_once")
+        .option("transactionalIdPrefix", f"big-{uuid.uuid4().hex[:6]}")
+        .mode("append")
+    )
+    with pytest.raises(Exception, match=r"larger than kafka\.message\.max\.bytes allows"):
+        writer.save()
+    # The 50 small records went into the task's transaction first: it was aborted, nothing is visible.
+    assert out_values(kafka_conf, topic) == Counter()

@@ -132,6 +132,24 @@ def _produce_simple(producer: Any, topic: str, values: list[Any], keys: list[Any
 def _produce_batch(
     producer: Any, batch: pa.RecordBatch, options: SinkOptions, columns: InputColumns, router: Router
 ) -> int:
+    from confluent_kafka import KafkaException
+
+    try:
+        return _produce_rows(producer, batch, options, columns, router)
+    except KafkaException as e:
+        error = e.args[0] if e.args else e
+        hint = ""
+        if getattr(error, "name", lambda: "")() == "MSG_SIZE_TOO_LARGE":
+            hint = (
+                ": a record is larger than kafka.message.max.bytes allows (raise it, and the topic's "
+                "max.message.bytes on the broker, or write smaller records)"
+            )
+        raise BrokerError(f"producing to {options.topic or 'the topic column'} failed: {error}{hint}") from e
+
+
+def _produce_rows(
+    producer: Any, batch: pa.RecordBatch, options: SinkOptions, columns: InputColumns, router: Router
+) -> int:
     n = batch.num_rows
     if n == 0:
         return 0
