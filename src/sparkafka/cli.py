@@ -49,12 +49,12 @@ def _cmd_lag(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-        readings = iter([first])
         history = watch_lag(
-            lambda: next(readings, None) or fetch_group_lag(conf, args.group, args.topic),
+            first,
+            lambda: fetch_group_lag(conf, args.group, args.topic),
             sys.stdout,
-            args.watch,
-            args.count,
+            interval_s=args.watch,
+            count=args.count,
         )
         if args.plot:
             plot_lag(history, args.group, args.plot)

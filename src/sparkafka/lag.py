@@ -107,13 +107,15 @@ def render(lag: GroupLag) -> Any:
 
 
 def watch_lag(
+    first: GroupLag,
     read: Callable[[], GroupLag],
     out: TextIO,
+    *,
     interval_s: float | None,
     count: int | None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[tuple[float, int]]:
-    """Print lag once, or every ``interval_s`` (in place) until ``count`` readings or Ctrl-C.
+    """Print ``first``; with ``interval_s``, a fresh ``read()`` in place until ``count`` readings or Ctrl-C.
 
     Returns (seconds since start, total lag) per reading, for ``plot_lag``.
     """
@@ -122,9 +124,7 @@ def watch_lag(
 
     console = Console(file=out)
     started = time.monotonic()
-    history: list[tuple[float, int]] = []
-    first = read()
-    history.append((0.0, first.total_lag))
+    history: list[tuple[float, int]] = [(0.0, first.total_lag)]
     if interval_s is None:
         console.print(render(first))
         return history

@@ -25,7 +25,9 @@ def test_watch_refreshes_until_count_and_records_history(tmp_path: Path) -> None
     readings = iter([compute_lag("g", {A0: c}, {A0: 10}) for c in (0, 4, 10)])
     slept: list[float] = []
     out = io.StringIO()
-    history = watch_lag(lambda: next(readings), out, 0.5, 3, sleep=slept.append)
+    history = watch_lag(
+        next(readings), lambda: next(readings), out, interval_s=0.5, count=3, sleep=slept.append
+    )
     assert [lag for _, lag in history] == [10, 6, 0]
     assert slept == [0.5, 0.5]
     plot_lag(history, "g", str(tmp_path / "lag.png"))
@@ -34,7 +36,8 @@ def test_watch_refreshes_until_count_and_records_history(tmp_path: Path) -> None
 
 def test_single_reading_prints_a_table() -> None:
     out = io.StringIO()
-    watch_lag(lambda: compute_lag("g", {A0: 1}, {A0: 3}), out, None, None)
+    reading = compute_lag("g", {A0: 1}, {A0: 3})
+    watch_lag(reading, lambda: reading, out, interval_s=None, count=None)
     text = out.getvalue()
     assert "group g" in text
     assert "total" in text

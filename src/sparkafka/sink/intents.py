@@ -98,6 +98,10 @@ def fold(records: Iterable[IntentRecord]) -> IntentState:
     return state
 
 
+_ensured: set[tuple[str | None, str]] = set()
+"""(bootstrap servers, topic) known to exist in this process: writers are made every micro-batch."""
+
+
 class IntentLog:
     """Reads and appends intent records. Creates the topic (compacted) on first use."""
 
@@ -110,9 +114,13 @@ class IntentLog:
     def _ensure_topic(self) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
 
+        key = (self._conf.get("bootstrap.servers"), self.topic)
+        if key in _ensured:
+            return
         admin = AdminClient(dict(self._conf))
         try:
             if self.topic in admin.list_topics(timeout=self._timeout_s).topics:
+                _ensured.add(key)
                 return
             spec = NewTopic(self.topic, 1, config={"cleanup.policy": "compact"})
             futures = admin.create_topics([spec], request_timeout=self._timeout_s)
@@ -123,6 +131,7 @@ class IntentLog:
                     raise
         except Exception as e:
             raise BrokerError(f"creating the commit-intent topic {self.topic} failed: {e}") from e
+        _ensured.add(key)
 
     def read(self) -> IntentState:
         from confluent_kafka import Consumer, KafkaError

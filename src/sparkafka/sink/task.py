@@ -147,6 +147,11 @@ def _produce_batch(
         raise BrokerError(f"producing to {options.topic or 'the topic column'} failed: {error}{hint}") from e
 
 
+def _sizes(values: pa.Array) -> list[int]:
+    """Byte length of each value (0 for null), for the sticky partitioner."""
+    return pc.fill_null(pc.binary_length(values), 0).to_pylist()  # type: ignore[no-any-return]
+
+
 def _produce_rows(
     producer: Any, batch: pa.RecordBatch, options: SinkOptions, columns: InputColumns, router: Router
 ) -> int:
@@ -156,9 +161,8 @@ def _produce_rows(
     names = [name.lower() for name in batch.schema.names]
     col = {name: batch.column(i) for i, name in enumerate(names)}
     values = col["value"].to_pylist()
-    keys: list[Any] = col["key"].to_pylist() if columns.key else [None] * n
-    keys = [k.encode() if isinstance(k, str) else k for k in keys]
-    topics = col["topic"].to_pylist() if columns.topic else [options.topic] * n
+    # Arrow's string -> binary cast is the UTF-8 encoding Java's StringSerializer uses, without a Python loop.
+    keys: list[Any] = col["key"].cast(pa.binary()).to_pylist() if columns.key else [None] * n
     parts: list[Any] = col["partition"].to_pylist() if columns.partition else [None] * n
     stamps = pc.divide(col["timestamp"].cast(pa.int64()), 1000).to_pylist() if columns.timestamp else None
     headers = col["headers"].to_pylist() if columns.headers else None
@@ -166,14 +170,13 @@ def _produce_rows(
         topic = options.topic
         assert topic is not None
         if not columns.partition:
-            sizes = pc.fill_null(pc.binary_length(col["value"]), 0).to_pylist()
-            parts = router.partitions(topic, keys, sizes)
+            parts = router.partitions(topic, keys, _sizes(col["value"]))
         elif None in parts:
-            sizes = pc.fill_null(pc.binary_length(col["value"]), 0).to_pylist()
-            rows = zip(parts, keys, sizes, strict=True)
+            rows = zip(parts, keys, _sizes(col["value"]), strict=True)
             parts = [p if p is not None else router.partition(topic, k, s) for p, k, s in rows]
         _produce_simple(producer, topic, values, keys, parts)
         return int(n)
+    topics = col["topic"].to_pylist() if columns.topic else [options.topic] * n
     for i in range(n):
         topic = topics[i] or options.topic
         if topic is None:
