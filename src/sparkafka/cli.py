@@ -105,10 +105,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.available_now:
         cfg = dataclasses.replace(cfg, trigger=None)
     if args.dry_run:
-        from sparkafka.local.spark import local_spark, stop_spark
+        from sparkafka.local.spark import stop_spark
         from sparkafka.pipeline.runner import describe_plan
+        from sparkafka.pipeline.session import pipeline_spark
 
-        spark = local_spark(master=cfg.master, app_name=f"sparkafka-{cfg.name}", config=cfg.spark_config)
+        spark = pipeline_spark(cfg)
         try:
             print(describe_plan(spark, cfg))
         except Exception as e:  # the SQL or the decoding is wrong: say so without a JVM stack trace

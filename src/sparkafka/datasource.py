@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -15,7 +17,9 @@ from pyspark.sql.types import StructType
 
 from sparkafka.source.options import parse_source_options
 
-__all__ = ["KafkaDataSource", "register", "source_schema"]
+__all__ = ["KafkaDataSource", "register", "shipped_archive", "source_schema"]
+
+log = logging.getLogger(__name__)
 
 
 def source_schema(include_headers: bool) -> StructType:
@@ -67,4 +71,31 @@ class KafkaDataSource(DataSource):
 
 def register(spark: Any) -> None:
     """Register every data source of this package with ``spark`` (``format("sparkafka")``)."""
+    _ship_archive_to_driver_runners(spark)
     spark.dataSource.register(KafkaDataSource)
+
+
+def shipped_archive() -> str | None:
+    """The .zip sparkafka was imported from (``spark-submit --py-files``); None when it is installed."""
+    import zipimport
+
+    import sparkafka
+
+    loader = sparkafka.__spec__.loader if sparkafka.__spec__ else None
+    return loader.archive if isinstance(loader, zipimport.zipimporter) else None
+
+
+def _ship_archive_to_driver_runners(spark: Any) -> None:
+    # Spark 4's driver-side runners for streaming Python data sources (PythonStreamingSourceRunner and the
+    # sink's commit runner) look for --py-files under SparkFiles/"streaming_job", where spark-submit never
+    # puts them, so unpickling our reader fails there with "No module named 'sparkafka'" (measured on a
+    # standalone cluster). A PYTHONPATH in the context's environment reaches every Python worker the
+    # registered data source starts; on executors it is merged with their own copies of --py-files.
+    archive = shipped_archive()
+    if archive is None:
+        return
+    env = spark.sparkContext.environment
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if archive not in paths:
+        env["PYTHONPATH"] = os.pathsep.join([archive, *paths])
+        log.info("sparkafka ships from %s: added to the Python workers' PYTHONPATH", archive)

@@ -6,9 +6,14 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer
+from confluent_kafka import TopicPartition as CTopicPartition
+from confluent_kafka.admin import AdminClient
 
 from sparkafka.local.tansu_workarounds import exact_latest_producer_conf
+from sparkafka.structs import TopicPartition, committed_offsets
+
+Offsets = dict[TopicPartition, int]
 
 
 def produce(
@@ -79,3 +84,12 @@ def wait_for(predicate: Any, timeout_s: float = 60, what: str = "condition") -> 
             return
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def group_offsets(conf: dict[str, str], group: str, topic: str, partitions: int) -> Offsets:
+    """The group's committed offsets, read as lag tools do (AdminClient list_consumer_group_offsets)."""
+    admin = AdminClient(conf)
+    wanted = [CTopicPartition(topic, p) for p in range(partitions)]
+    future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, wanted)])[group]
+    got = committed_offsets(future.result(30).topic_partitions)
+    return {tp: o for tp, o in got.items() if o is not None}

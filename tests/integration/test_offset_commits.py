@@ -9,24 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions
-from confluent_kafka import TopicPartition as CTopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer
 
 import sparkafka
-from sparkafka.structs import TopicPartition, committed_offsets
-from tests.integration.source_helpers import produce, source, wait_for
-
-Offsets = dict[TopicPartition, int]
-
-
-def group_offsets(conf: dict[str, str], group: str, topic: str, partitions: int) -> Offsets:
-    """The group's committed offsets, read as lag tools do (AdminClient list_consumer_group_offsets)."""
-    admin = AdminClient(conf)
-    wanted = [CTopicPartition(topic, p) for p in range(partitions)]
-    future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, wanted)])[group]
-    got = committed_offsets(future.result(30).topic_partitions)
-    return {tp: o for tp, o in got.items() if o is not None}
+from sparkafka.structs import TopicPartition
+from tests.integration.source_helpers import Offsets, group_offsets, produce, source, wait_for
 
 
 def checkpoint_batches(checkpoint: str) -> tuple[dict[int, Offsets], set[int]]:

@@ -8,28 +8,24 @@ it dies, through ``PR_SET_PDEATHSIG``.
 from __future__ import annotations
 
 import atexit
-import contextlib
-import ctypes
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
 
 from sparkafka.errors import BrokerError
+from sparkafka.local.procs import kill_group, start_group, stop_group
 
 __all__ = ["EmbeddedBroker", "find_tansu_binary", "free_port"]
 
 log = logging.getLogger(__name__)
 
 ENV_BINARY = "SPARKAFKA_TANSU_BIN"
-_PR_SET_PDEATHSIG = 1
 
 
 def find_tansu_binary() -> str:
@@ -72,15 +68,6 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def _die_with_parent() -> None:
-    # Runs in the child between fork and exec: ask the kernel to SIGTERM it when its parent dies.
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    os.setsid()
-
-
 class EmbeddedBroker:
     """A tansu broker on 127.0.0.1 with in-memory storage (or ``storage`` such as ``s3://...``).
 
@@ -112,7 +99,6 @@ class EmbeddedBroker:
         self._start_timeout_s = start_timeout_s
         self._env = env or {}
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log_file: object | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -174,17 +160,8 @@ class EmbeddedBroker:
             self.storage,
         ]
         env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn"), **self._env}
-        log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self._log_file = log_file
         try:
-            self._proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                env=env,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - needed for PDEATHSIG; no threads run here
-            )
+            self._proc = start_group(cmd, self.log_path, env)
         except OSError as e:
             raise BrokerError(f"could not run the embedded broker {binary}: {e}") from e
 
@@ -225,25 +202,13 @@ class EmbeddedBroker:
         """Stop the broker's process group (SIGTERM, then SIGKILL after ``timeout_s``). Idempotent."""
         proc, self._proc = self._proc, None
         if proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop_group(proc, timeout_s)
             atexit.unregister(self.stop)
-        log_file, self._log_file = self._log_file, None
-        if log_file is not None:
-            log_file.close()  # type: ignore[attr-defined]
 
     def kill(self) -> None:
         """SIGKILL the broker at once (for failure tests); storage other than memory keeps its data."""
         if self._proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            self._proc.wait()
+            kill_group(self._proc)
         self.stop()
 
     def __enter__(self) -> EmbeddedBroker:

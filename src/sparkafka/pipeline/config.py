@@ -73,7 +73,8 @@ class PipelineConfig:
     checkpoint: str
     trigger: str | None
     """A processing-time interval such as "5 seconds", or None for Trigger.AvailableNow."""
-    master: str
+    master: str | None
+    """``[spark] master``; None means local[2] for ``sparkafka run``, spark-submit's choice under it."""
     spark_config: Mapping[str, str]
     decode: Decode
     schema: str | None
@@ -251,7 +252,7 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
         name=top.text("name", file.stem) or file.stem,
         checkpoint=checkpoint,
         trigger=trigger,
-        master=spark.text("master", "local[2]") or "local[2]",
+        master=spark.text("master"),
         spark_config=spark.options("config"),
         decode=decode,  # type: ignore[arg-type]
         schema=schema,

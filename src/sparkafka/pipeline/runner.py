@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from sparkafka.clientconf import mask_secrets
 from sparkafka.pipeline.config import PipelineConfig
 from sparkafka.pipeline.progress import BatchLine, batch_line, render_status, render_summary
+from sparkafka.pipeline.session import describe_master
 
 __all__ = ["build_query", "describe_plan", "run_pipeline", "source_frame"]
 
@@ -90,7 +91,7 @@ def describe_plan(spark: Any, cfg: PipelineConfig) -> str:
         f"pipeline {cfg.name} ({cfg.path})",
         f"checkpoint: {cfg.checkpoint}",
         f"trigger: {cfg.trigger or 'availableNow'}",
-        f"spark: master {cfg.master}, config {dict(cfg.spark_config)}",
+        f"spark: master {describe_master(cfg, spark)}, config {dict(cfg.spark_config)}",
         f"source ({cfg.decode}): {mask_secrets(cfg.source_options)}",
         f"view source: {source_frame(spark, cfg).schema.simpleString()}",
     ]
@@ -117,7 +118,8 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
     from rich.markup import escape
 
     import sparkafka
-    from sparkafka.local.spark import local_spark, stop_spark
+    from sparkafka.local.spark import stop_spark
+    from sparkafka.pipeline.session import pipeline_spark
 
     stop = threading.Event()
     console = Console(file=out)
@@ -127,7 +129,7 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
     sink_start = sparkafka.sink_metrics(cfg.transactional_id_prefix) if cfg.transactional_id_prefix else None
     lines: list[BatchLine] = []
     json_file = Path(log_json).open("a") if log_json else None  # noqa: SIM115 - closed in finally
-    spark = local_spark(master=cfg.master, app_name=f"sparkafka-{cfg.name}", config=cfg.spark_config)
+    spark = pipeline_spark(cfg)
     # After Spark starts: SparkContext installs a SIGINT handler (cancel all jobs) that this replaces, so
     # Ctrl-C only asks for a stop between batches. The JVM ignores SIGINT (PySpark starts it so).
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,7 +1,8 @@
 """Fault injection for the sink's crash tests, off unless the test environment variables are set.
 
 ``SPARKAFKA_TEST_FAULT=<point>:<action>`` with ``SPARKAFKA_TEST_FAULT_MARKER=<file>``: the first time the
-code reaches ``<point>`` (the marker file does not exist yet), it creates the marker and then either
+code reaches ``<point>`` (the marker file does not exist yet), it creates the marker holding its process id
+(so a test can find the process, or the Spark worker running it) and then either
 ``pause``s (sleeps until the test kills the process group: a crash at exactly that point) or ``raise``s.
 Points: ``commit_start`` (tasks flushed, driver commit not begun), ``after_intent``, ``after_first_txn``,
 ``commit_end`` (all committed, before Spark writes its commit log), ``task_mid_write``.
@@ -31,7 +32,8 @@ def fault_point(name: str) -> None:
         return
     marker = Path(os.environ.get("SPARKAFKA_TEST_FAULT_MARKER", "sparkafka-fault.marker"))
     try:
-        marker.touch(exist_ok=False)  # once per marker, across processes
+        with marker.open("x") as f:  # once per marker, across processes
+            f.write(str(os.getpid()))
     except FileExistsError:
         return
     if action == "pause":
