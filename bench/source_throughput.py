@@ -4,7 +4,10 @@ Both read the same topic (default 2,000,000 records of 100 B in 4 partitions) on
 one run, side by side. The Spark figure is steady state: Python workers are warmed up by a small query
 first, and the rate is records over the summed batch durations Spark reports for the timed query.
 
-    python bench/source_throughput.py [--records N] [--partitions P] [--batch-records B]
+    python bench/source_throughput.py [--records N] [--partitions P] [--batch-records B] [--cluster]
+
+``--cluster`` adds the same read on a local Spark standalone cluster (2 workers, 1 core each: executors
+in separate JVMs), next to local[2], in the same run.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sparkafka.local import EmbeddedBroker
+from sparkafka.local.cluster import StandaloneCluster
 from sparkafka.local.spark import local_spark, stop_spark
 from sparkafka.local.tansu_workarounds import seal_latest_offsets
 from steady import steady_rate
@@ -80,6 +84,11 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--batch-records", type=int, default=500_000)
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="also run on a local standalone cluster of 2 workers with 1 core each, next to local[2]",
+    )
     args = parser.parse_args()
     with EmbeddedBroker() as broker:
         conf = {"bootstrap.servers": broker.bootstrap_servers}
@@ -92,15 +101,28 @@ def main() -> None:
         )
         raw = raw_consumer(conf, topic, args.partitions, total)
         print(f"(a) raw confluent-kafka consumer, 1 process : {raw:>12,.0f} records/s")
-        spark = local_spark(app_name="bench-source")
-        try:
-            fill(conf, "bench-warmup", 20_000, args.partitions)
-            spark_source(spark, broker.bootstrap_servers, "bench-warmup", 20_000 + args.partitions, 10_000)
-            ours = spark_source(spark, broker.bootstrap_servers, topic, total, args.batch_records)
-        finally:
-            stop_spark(spark)
+        fill(conf, "bench-warmup", 20_000, args.partitions)
+        ours = measure(local_spark(app_name="bench-source"), broker.bootstrap_servers, topic, total, args)
         print(f"(b) sparkafka source, local[2] -> noop       : {ours:>12,.0f} records/s")
         print(f"ratio (b)/(a): {ours / raw:.2f}")
+        if args.cluster:
+            with StandaloneCluster(workers=2, cores=1, memory="2g") as cluster:
+                spark = local_spark(app_name="bench-source", master=cluster.master_url, config=CLUSTER_CONF)
+                on_cluster = measure(spark, broker.bootstrap_servers, topic, total, args)
+            print(f"(c) sparkafka source, 2 workers x 1 core     : {on_cluster:>12,.0f} records/s")
+            print(f"ratio (c)/(b): {on_cluster / ours:.2f}   ratio (c)/(a): {on_cluster / raw:.2f}")
+
+
+CLUSTER_CONF = {"spark.cores.max": "2", "spark.executor.cores": "1", "spark.executor.memory": "1g"}
+
+
+def measure(spark: object, bootstrap: str, topic: str, total: int, args: argparse.Namespace) -> float:
+    """Warm up (Python workers, consumers), then the steady read rate of ``topic``; stops ``spark``."""
+    try:
+        spark_source(spark, bootstrap, "bench-warmup", 20_000 + args.partitions, 10_000)
+        return spark_source(spark, bootstrap, topic, total, args.batch_records)
+    finally:
+        stop_spark(spark)
 
 
 if __name__ == "__main__":
