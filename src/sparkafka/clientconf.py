@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["is_secret_key", "mask_secrets", "to_kafka_python_config"]
+from sparkafka.errors import ConfigError
+
+__all__ = ["check_kafka_python_config", "is_secret_key", "mask_secrets", "to_kafka_python_config"]
 
 _MASK = "********"
 
@@ -30,8 +32,15 @@ _KAFKA_PYTHON_KEYS = {
     "ssl.key.password": "ssl_password",
     "ssl.crl.location": "ssl_crlfile",
     "request.timeout.ms": "request_timeout_ms",
-    "socket.connection.setup.timeout.ms": "socket_connection_timeout_ms",
+    "socket.connection.setup.timeout.ms": "socket_connection_setup_timeout_ms",
+    "ssl.endpoint.identification.algorithm": "ssl_check_hostname",
 }
+
+# Security settings librdkafka understands but the kafka-python path (EndTxn) could not honour: connecting
+# without them would fail late or, worse, connect differently. Rejected up front, by name.
+_KAFKA_PYTHON_UNSUPPORTED_PREFIXES = ("sasl.", "ssl.")
+_KAFKA_PYTHON_SECURITY_PROTOCOLS = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
+_KAFKA_PYTHON_SASL_MECHANISMS = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI"}
 
 
 def is_secret_key(key: str) -> bool:
@@ -45,17 +54,49 @@ def mask_secrets(conf: Mapping[str, Any]) -> dict[str, Any]:
     return {k: (_MASK if is_secret_key(k) and v not in (None, "") else v) for k, v in conf.items()}
 
 
+def check_kafka_python_config(conf: Mapping[str, str]) -> None:
+    """Raise ConfigError, naming the option, for a security setting the kafka-python path cannot use.
+
+    The exactly-once sink commits through kafka-python (EndTxn), so every SASL/SSL setting must reach it
+    too; settings other than security ones concern librdkafka's own data path and are left out.
+    """
+    security = _KAFKA_PYTHON_UNSUPPORTED_PREFIXES
+    for key in conf:
+        if key.startswith(security) and key not in _KAFKA_PYTHON_KEYS:
+            supported = ", ".join(sorted("kafka." + k for k in _KAFKA_PYTHON_KEYS if k.startswith(security)))
+            raise ConfigError(
+                f"option kafka.{key} cannot be passed to the transaction-commit client (kafka-python) of "
+                f"the exactly-once sink; the security settings it supports: {supported}"
+            )
+    protocol = str(conf.get("security.protocol", "PLAINTEXT")).upper()
+    if protocol not in _KAFKA_PYTHON_SECURITY_PROTOCOLS:
+        raise ConfigError(
+            f"option kafka.security.protocol={protocol!r} is not allowed: use one of "
+            f"{', '.join(sorted(_KAFKA_PYTHON_SECURITY_PROTOCOLS))}"
+        )
+    mechanism = str(conf.get("sasl.mechanism", conf.get("sasl.mechanisms", "PLAIN"))).upper()
+    if protocol.startswith("SASL") and mechanism not in _KAFKA_PYTHON_SASL_MECHANISMS:
+        raise ConfigError(
+            f"option kafka.sasl.mechanism={mechanism!r} is not supported by the exactly-once sink's "
+            f"transaction-commit client: use one of {', '.join(sorted(_KAFKA_PYTHON_SASL_MECHANISMS))}"
+        )
+
+
 def to_kafka_python_config(conf: Mapping[str, str]) -> dict[str, Any]:
     """kafka-python keyword arguments for a librdkafka-style configuration.
 
-    Keys kafka-python has no equivalent for are left out (they concern librdkafka's own data path).
+    Every SASL/SSL setting of ``check_kafka_python_config`` is carried over; keys kafka-python has no
+    equivalent for and that are not security settings are left out (they concern librdkafka's data path).
     """
+    check_kafka_python_config(conf)
     out: dict[str, Any] = {}
     for key, value in conf.items():
         target = _KAFKA_PYTHON_KEYS.get(key)
         if target is None:
             continue
-        if target == "bootstrap_servers":
+        if target == "ssl_check_hostname":
+            out[target] = str(value).lower() == "https"
+        elif target == "bootstrap_servers":
             out[target] = [s.strip() for s in str(value).split(",") if s.strip()]
         elif target.endswith("_ms"):
             out[target] = int(value)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer
@@ -93,3 +95,15 @@ def group_offsets(conf: dict[str, str], group: str, topic: str, partitions: int)
     future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, wanted)])[group]
     got = committed_offsets(future.result(30).topic_partitions)
     return {tp: o for tp, o in got.items() if o is not None}
+
+
+def checkpoint_batches(checkpoint: str) -> tuple[dict[int, Offsets], set[int]]:
+    """The end offsets of each batch in the offset log, and the batch ids in the commit log."""
+    ends: dict[int, Offsets] = {}
+    for f in (Path(checkpoint) / "offsets").glob("[0-9]*"):
+        source_json = json.loads(f.read_text().splitlines()[2])
+        ends[int(f.name)] = {
+            TopicPartition(t, int(p)): int(o) for t, parts in source_json.items() for p, o in parts.items()
+        }
+    commits = {int(f.name) for f in (Path(checkpoint) / "commits").glob("[0-9]*")}
+    return ends, commits

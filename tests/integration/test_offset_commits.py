@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -13,19 +12,14 @@ from confluent_kafka import Consumer
 
 import sparkafka
 from sparkafka.structs import TopicPartition
-from tests.integration.source_helpers import Offsets, group_offsets, produce, source, wait_for
-
-
-def checkpoint_batches(checkpoint: str) -> tuple[dict[int, Offsets], set[int]]:
-    """The end offsets of each batch in the offset log, and the batch ids in the commit log."""
-    ends: dict[int, Offsets] = {}
-    for f in (Path(checkpoint) / "offsets").glob("[0-9]*"):
-        source_json = json.loads(f.read_text().splitlines()[2])
-        ends[int(f.name)] = {
-            TopicPartition(t, int(p)): int(o) for t, parts in source_json.items() for p, o in parts.items()
-        }
-    commits = {int(f.name) for f in (Path(checkpoint) / "commits").glob("[0-9]*")}
-    return ends, commits
+from tests.integration.source_helpers import (
+    Offsets,
+    checkpoint_batches,
+    group_offsets,
+    produce,
+    source,
+    wait_for,
+)
 
 
 def new_group() -> str:

@@ -46,6 +46,7 @@ value = "order_id"
 topic = "{dst}"
 deliveryGuarantee = "exactly_once"
 transactionalIdPrefix = "{prefix}"
+"kafka.sasl.password" = "hunter2"
 """
 
 
@@ -143,8 +144,16 @@ def test_pipeline_runs_stops_on_ctrl_c_and_resumes_exactly_once(
     # The canary password appears nowhere the run wrote: checkpoint (offsets, commits, metadata), JSON lines.
     written = [f for f in tmp_path.rglob("*") if f.is_file() and f != pipeline]
     assert any(f.parent.name == "offsets" for f in written)
+    from sparkafka.metrics_files import default_metrics_path
+
+    written += [default_metrics_path("sink", prefix), default_metrics_path("source", f"g-{prefix}")]
+    assert all(f.exists() for f in written[-2:])
     leaks = [f for f in written if b"hunter2" in f.read_bytes()]
     assert leaks == []
+    # Nor in the commit intents (transactional ids, producer ids, epochs) the exactly-once sink wrote.
+    intents = [r for rs in committed_view(kafka_conf, f"_sparkafka-intents-{prefix}").values() for r in rs]
+    assert intents
+    assert not [r for r in intents if b"hunter2" in (r.value or b"") + (r.key or b"")]
 
 
 def test_bad_pipeline_file_exits_2_naming_file_and_field(tmp_path: Path) -> None:
@@ -215,3 +224,84 @@ def test_every_example_runs_to_completion_on_the_broker(
     assert sum(row["orders"] for row in revenue if row["customer"] != FLUSH_CUSTOMER) == sum(
         not o.malformed and o.customer != FLUSH_CUSTOMER for o in orders
     )
+
+
+MALFORMED_PIPELINE = """
+checkpoint = "{checkpoint}"
+trigger = "availableNow"
+
+[source]
+decode = "json"
+schema = "order_id STRING, amount DOUBLE"
+on_malformed = "{policy}"
+{dead_letter}
+[source.options]
+"kafka.bootstrap.servers" = "{bootstrap}"
+subscribe = "{src}"
+startingOffsets = "earliest"
+
+[sink]
+key = "order_id"
+value = "order_id"
+[sink.options]
+"kafka.bootstrap.servers" = "{bootstrap}"
+topic = "{dst}"
+deliveryGuarantee = "exactly_once"
+transactionalIdPrefix = "{prefix}"
+"""
+
+
+@pytest.mark.parametrize("policy", ["skip", "dead_letter", "fail"])
+def test_undecodable_values_are_skipped_dead_lettered_or_fail_the_batch_counted(
+    spark: object,
+    kafka_conf: dict[str, str],
+    bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: Path,
+    policy: str,
+) -> None:
+    from sparkafka.pipeline.config import load_pipeline
+    from sparkafka.pipeline.progress import MALFORMED_METRIC
+    from sparkafka.pipeline.runner import build_query
+
+    src, dst, dlq = new_topic(partitions=2), new_topic(partitions=2), new_topic(partitions=1)
+    values = orders(0, 50)  # every 10th from 3 is "{not json": 5 undecodable
+    produce(kafka_conf, src, values, partitions=2)
+    pipeline = tmp_path / "p.toml"
+    pipeline.write_text(
+        MALFORMED_PIPELINE.format(
+            checkpoint=tmp_path / "ck",
+            policy=policy,
+            dead_letter=f'dead_letter_topic = "{dlq}"' if policy == "dead_letter" else "",
+            bootstrap=bootstrap,
+            src=src,
+            dst=dst,
+            prefix=f"m-{uuid.uuid4().hex[:6]}",
+        )
+    )
+    query = build_query(spark, load_pipeline(pipeline))
+    if policy == "fail":
+        from pyspark.errors import StreamingQueryException
+
+        with pytest.raises(StreamingQueryException) as failed:
+            query.awaitTermination(120)
+        error = str(failed.value)
+        assert "undecodable JSON value at " + src in error
+        assert "source.on_malformed = fail" in error
+        assert output(kafka_conf, dst) == Counter()  # the failed batch left nothing visible
+        return
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    # Filtered (amount <= 0) orders are not excluded here: no SQL, so every decodable order goes out.
+    decodable = Counter(f"o{i}".encode() for i in range(50) if i % 10 != 3)
+    assert output(kafka_conf, dst) == decodable
+    counted = sum(
+        int(p["observedMetrics"][MALFORMED_METRIC]["n"])
+        for p in query.recentProgress
+        if MALFORMED_METRIC in (p["observedMetrics"] or {})
+    )
+    assert counted == 5
+    if policy == "dead_letter":
+        dead = [r for rs in committed_view(kafka_conf, dlq).values() for r in rs]
+        assert sorted(r.value for r in dead) == [b"{not json"] * 5
+        assert {r.key for r in dead} == {f"k{i}".encode() for i in range(50) if i % 10 == 3}

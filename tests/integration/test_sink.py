@@ -251,3 +251,52 @@ def test_record_larger_than_allowed_fails_the_write_with_no_partial_output(
         writer.save()
     # The 50 small records went into the task's transaction first: it was aborted, nothing is visible.
     assert out_values(kafka_conf, topic) == Counter()
+
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+def test_unreachable_broker_fails_the_write_naming_the_address(spark: Any, guarantee: str) -> None:
+    from sparkafka.local.broker import free_port
+
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    writer = (
+        spark.range(10)
+        .selectExpr("CAST(id AS STRING) AS value")
+        .write.mode("append")
+        .format("sparkafka")
+        .option("kafka.bootstrap.servers", address)
+        .option("topic", "anything")
+        .option("deliveryGuarantee", guarantee)
+        .option("metadataTimeoutMs", "2000")
+    )
+    if guarantee == "exactly_once":
+        writer = writer.option("transactionalIdPrefix", f"unreachable-{uuid.uuid4().hex[:6]}")
+    with pytest.raises(Exception, match=f"failed against bootstrap servers {address}"):
+        writer.save()
+
+
+def test_record_the_broker_rejects_as_too_large_fails_the_batch_before_commit(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, require: Callable[[str], None]
+) -> None:
+    require("message_size_limit")  # tansu stores records over a topic's max.message.bytes
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"small-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(kafka_conf)
+    spec = NewTopic(topic, 1, 1, config={"max.message.bytes": "2048"})
+    for future in admin.create_topics([spec]).values():
+        future.result(30)
+    # Under the producer's own limit (1 MB), over the topic's: only the broker can reject it.
+    rows = [(f"small-{i}",) for i in range(50)] + [("x" * 16_000,)]
+    writer = (
+        spark.createDataFrame(rows, "value string")
+        .coalesce(1)
+        .write.format("sparkafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("deliveryGuarantee", "exactly_once")
+        .option("transactionalIdPrefix", f"brokerbig-{uuid.uuid4().hex[:6]}")
+        .mode("append")
+    )
+    with pytest.raises(Exception, match=r"MSG_SIZE_TOO_LARGE.*max\.message\.bytes"):
+        writer.save()
+    assert out_values(kafka_conf, topic) == Counter()

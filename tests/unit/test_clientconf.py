@@ -1,6 +1,15 @@
 from __future__ import annotations
 
-from sparkafka.clientconf import is_secret_key, mask_secrets, to_kafka_python_config
+import pytest
+
+from sparkafka.clientconf import (
+    _KAFKA_PYTHON_KEYS,
+    check_kafka_python_config,
+    is_secret_key,
+    mask_secrets,
+    to_kafka_python_config,
+)
+from sparkafka.errors import ConfigError
 
 
 def test_secret_keys() -> None:
@@ -35,3 +44,63 @@ def test_kafka_python_translation() -> None:
         "sasl_plain_password": "p",
         "request_timeout_ms": 5000,
     }
+
+
+def test_kafka_python_translation_of_ssl_and_scram() -> None:
+    conf = to_kafka_python_config(
+        {
+            "bootstrap.servers": "broker:9093",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "scram-sha-512",
+            "sasl.username": "app",
+            "sasl.password": "canary-pw",
+            "ssl.ca.location": "/etc/ca.pem",
+            "ssl.certificate.location": "/etc/client.pem",
+            "ssl.key.location": "/etc/client.key",
+            "ssl.key.password": "canary-key",
+            "ssl.endpoint.identification.algorithm": "none",
+        }
+    )
+    assert conf["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert conf["sasl_plain_password"] == "canary-pw"
+    assert conf["ssl_cafile"] == "/etc/ca.pem"
+    assert conf["ssl_certfile"] == "/etc/client.pem"
+    assert conf["ssl_keyfile"] == "/etc/client.key"
+    assert conf["ssl_password"] == "canary-key"
+    assert conf["ssl_check_hostname"] is False
+
+
+def test_kafka_python_client_accepts_every_translated_key() -> None:
+    # The translation must only produce names kafka-python's connection manager knows (an unknown one
+    # would be ignored or rejected, and a security setting silently lost).
+    from kafka.net.manager import KafkaConnectionManager
+
+    accepted = set(KafkaConnectionManager.DEFAULT_CONFIG)
+    produced = set(_KAFKA_PYTHON_KEYS.values())
+    assert produced <= accepted, produced - accepted
+
+
+def test_security_settings_the_commit_client_cannot_use_are_rejected_by_name() -> None:
+    for key, value in (
+        ("sasl.oauthbearer.client.secret", "canary-secret"),
+        ("sasl.kerberos.keytab", "/etc/app.keytab"),
+        ("ssl.keystore.location", "/etc/app.p12"),
+    ):
+        with pytest.raises(ConfigError, match=f"option kafka.{key} cannot be passed") as e:
+            check_kafka_python_config({"bootstrap.servers": "b:1", key: value})
+        assert "canary" not in str(e.value)
+    with pytest.raises(ConfigError, match=r"kafka.sasl.mechanism='OAUTHBEARER' is not supported"):
+        check_kafka_python_config({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER"})
+    with pytest.raises(ConfigError, match=r"kafka.security.protocol='TLS' is not allowed"):
+        check_kafka_python_config({"security.protocol": "tls"})
+
+
+def test_exactly_once_sink_checks_security_settings_at_start() -> None:
+    from sparkafka.sink.options import parse_sink_options
+
+    base = {"kafka.bootstrap.servers": "b:1", "topic": "t", "transactionalIdPrefix": "p"}
+    parse_sink_options({**base, "deliveryGuarantee": "exactly_once", "kafka.security.protocol": "SASL_SSL"})
+    with pytest.raises(ConfigError, match=r"kafka.sasl.oauthbearer.method cannot be passed"):
+        parse_sink_options(
+            {**base, "deliveryGuarantee": "exactly_once", "kafka.sasl.oauthbearer.method": "oidc"}
+        )

@@ -242,6 +242,28 @@ def probe_group_commit_assign(conf: Mapping[str, str]) -> Capability:
         _delete_topic(conf, topic)
 
 
+def probe_message_size_limit(conf: Mapping[str, str]) -> Capability:
+    """The broker rejects a record over a topic's max.message.bytes with MESSAGE_TOO_LARGE."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    name = f"sparkafka-probe-{uuid.uuid4().hex[:10]}"
+    spec = NewTopic(name, 1, 1, config={"max.message.bytes": "1024"})
+    for future in _admin(conf).create_topics([spec]).values():
+        future.result(30)
+    try:
+        errors: list[Any] = []
+        producer = Producer({**conf, "linger.ms": 0})
+        producer.produce(name, b"x" * 8192, on_delivery=lambda e, _m: errors.append(e))
+        producer.flush(30)
+        error = errors[0] if errors else None
+        if error is not None and "TOO_LARGE" in error.name():
+            return Capability("message_size_limit", True, f"8 KiB record rejected: {error.name()}")
+        return Capability("message_size_limit", False, f"8 KiB record to max.message.bytes=1024: {error}")
+    finally:
+        _delete_topic(conf, name)
+
+
 PROBES: dict[str, Callable[[Mapping[str, str]], Capability]] = {
     "api_versions": probe_api_versions,
     "create_partitions": probe_create_partitions,
@@ -251,6 +273,7 @@ PROBES: dict[str, Callable[[Mapping[str, str]], Capability]] = {
     "read_committed": probe_read_committed,
     "transaction_timeout": probe_transaction_timeout,
     "group_commit_assign": probe_group_commit_assign,
+    "message_size_limit": probe_message_size_limit,
 }
 
 IMPACT: dict[str, str] = {
@@ -262,6 +285,8 @@ IMPACT: dict[str, str] = {
     "read_committed": "readers see records of aborted transactions: exactly-once output is not exactly once",
     "transaction_timeout": "a crashed writer's open transaction is never aborted: read_committed stalls",
     "group_commit_assign": "offset commits to the consumer group fail: lag tools stay blind",
+    "message_size_limit": "oversized records are stored instead of rejected: consumers with smaller fetch "
+    "limits stall on them",
 }
 
 

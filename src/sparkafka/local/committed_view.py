@@ -15,6 +15,7 @@ Rules applied (Kafka's transactional read semantics):
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -187,12 +188,13 @@ def _fetch_partition(
         raise BrokerError(f"no leader for {topic}-{partition}")
     batches: dict[int, RawBatch] = {}
     next_offset = 0
+    deadline = time.monotonic() + timeout_s
     while True:
         fetch_partition = request_type.FetchTopic.FetchPartition(  # type: ignore[attr-defined]
             partition=partition, fetch_offset=next_offset, partition_max_bytes=8 * 1024 * 1024
         )
         request = request_type(
-            max_wait_ms=50,
+            max_wait_ms=500,
             min_bytes=1,
             max_bytes=64 * 1024 * 1024,
             isolation_level=0,
@@ -211,6 +213,10 @@ def _fetch_partition(
         high_watermark = data.high_watermark
         if next_offset >= high_watermark:
             break
+        if not data.records and time.monotonic() < deadline:
+            # An empty answer below the high watermark: the broker's max wait ran out before its storage
+            # answered (seen with tansu on S3 storage). Ask again.
+            continue
         new = [b for b in parse_batches(partition, data.records or b"") if b.base_offset >= next_offset]
         if not new:
             # Brokers may return a partial batch at the size limit; nothing decodable means no progress.

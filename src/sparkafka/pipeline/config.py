@@ -12,6 +12,10 @@
     decode = "json"                      # raw | string | json
     schema = "order_id STRING, amount DOUBLE"   # Spark DDL, required for json
     watermark = { column = "event_time", delay = "30 seconds" }   # optional, for windowed aggregations
+    on_malformed = "flag"                # json values that do not parse: flag (the column _malformed for
+                                         # the SQL) | skip | fail (the batch fails, naming the record) |
+                                         # dead_letter (raw record to dead_letter_topic, same transaction)
+    dead_letter_topic = "orders-dlq"     # required with on_malformed = "dead_letter"
     options = { "kafka.bootstrap.servers" = "${BOOTSTRAP}", subscribe = "orders" }
 
     [[table]]                            # optional static tables for joins
@@ -46,11 +50,12 @@ from sparkafka.errors import ConfigError
 __all__ = ["PipelineConfig", "TableSpec", "load_pipeline"]
 
 Decode = Literal["raw", "string", "json"]
+OnMalformed = Literal["flag", "skip", "fail", "dead_letter"]
 
 _TOP = {"name", "checkpoint", "trigger", "spark", "source", "table", "transform", "sink"}
 _SECTIONS = {
     "spark": {"master", "config"},
-    "source": {"decode", "schema", "options", "watermark"},
+    "source": {"decode", "schema", "options", "watermark", "on_malformed", "dead_letter_topic"},
     "table": {"name", "path", "format"},
     "transform": {"sql"},
     "sink": {"key", "value", "options"},
@@ -81,6 +86,8 @@ class PipelineConfig:
     source_options: Mapping[str, str]
     watermark: tuple[str, str] | None = None
     """(event-time column, delay) for ``withWatermark`` on the source view."""
+    on_malformed: OnMalformed = "flag"
+    dead_letter_topic: str | None = None
     tables: tuple[TableSpec, ...] = ()
     sql: str | None = None
     key: str | None = None
@@ -209,6 +216,19 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
     if decode == "json" and not schema:
         raise source.error("source.schema", "is required with decode = json (a Spark DDL schema)")
 
+    on_malformed = source.text("on_malformed", "flag") or "flag"
+    if on_malformed not in ("flag", "skip", "fail", "dead_letter"):
+        raise source.error("source.on_malformed", f"= {on_malformed!r}: use flag, skip, fail or dead_letter")
+    if on_malformed != "flag" and decode != "json":
+        raise source.error(
+            "source.on_malformed", "applies to decode = json only (other decodings never fail)"
+        )
+    dead_letter_topic = source.text("dead_letter_topic")
+    if (on_malformed == "dead_letter") != bool(dead_letter_topic):
+        raise source.error(
+            "source.dead_letter_topic", "is required with on_malformed = dead_letter, and only then"
+        )
+
     watermark = None
     if "watermark" in source.data:
         w = _Fields(file, "source.watermark", source.data["watermark"], {"column", "delay"})
@@ -257,6 +277,8 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
         decode=decode,  # type: ignore[arg-type]
         schema=schema,
         watermark=watermark,
+        on_malformed=on_malformed,  # type: ignore[arg-type]
+        dead_letter_topic=dead_letter_topic,
         source_options=source_options,
         tables=tuple(tables),
         sql=transform.text("sql"),

@@ -29,6 +29,10 @@ def behind_latest(source: Mapping[str, Any]) -> int | None:
     return total
 
 
+MALFORMED_METRIC = "sparkafka_malformed"
+"""The observed metric (``observedMetrics`` in a batch's progress) counting undecodable values."""
+
+
 @dataclass(frozen=True)
 class BatchLine:
     batch: int
@@ -45,6 +49,8 @@ class BatchLine:
     """Records in those transactions since the runner started."""
     out_per_s: float | None = None
     """Records the sink committed for this batch, per second of the batch's duration."""
+    malformed: int | None = None
+    """Undecodable values in this batch (skipped, dead-lettered or failing it); None under ``flag``."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -75,7 +81,17 @@ def batch_line(
         transactions=None if sink_since_start is None else sink_since_start.get("transactions", 0),
         records_out=records_out,
         out_per_s=out_per_s,
+        malformed=_observed_count(progress, MALFORMED_METRIC),
     )
+
+
+def _observed_count(progress: Mapping[str, Any], name: str) -> int | None:
+    observed = progress.get("observedMetrics") or {}
+    row = observed.get(name)
+    if row is None:
+        return None
+    value = row.get("n") if isinstance(row, Mapping) else getattr(row, "n", None)
+    return None if value is None else int(value)
 
 
 def _show(value: object) -> str:
@@ -102,6 +118,7 @@ def render_status(name: str, line: BatchLine | None, state: str) -> Any:
         "group commits ok/failed": None,
         "txns committed": "transactions",
         "records out": "records_out",
+        "malformed": "malformed",
     }
     for title in columns:
         table.add_column(title, justify="right")
@@ -123,7 +140,9 @@ def render_summary(name: str, lines: list[BatchLine]) -> Any:
     table.add_column("behind latest at end", justify="right")
     table.add_column("txns committed", justify="right")
     table.add_column("records out", justify="right")
+    table.add_column("malformed", justify="right")
     last = lines[-1] if lines else None
+    counted = [x.malformed for x in lines if x.malformed is not None]
     mean = sum(x.duration_ms for x in lines) / len(lines) if lines else 0
     table.add_row(
         _show(len(lines)),
@@ -132,5 +151,6 @@ def render_summary(name: str, lines: list[BatchLine]) -> Any:
         _show(last.behind if last else None),
         _show(last.transactions if last else None),
         _show(last.records_out if last else None),
+        _show(sum(counted) if counted else None),
     )
     return table

@@ -12,7 +12,13 @@ from typing import Any, TextIO
 
 from sparkafka.clientconf import mask_secrets
 from sparkafka.pipeline.config import PipelineConfig
-from sparkafka.pipeline.progress import BatchLine, batch_line, render_status, render_summary
+from sparkafka.pipeline.progress import (
+    MALFORMED_METRIC,
+    BatchLine,
+    batch_line,
+    render_status,
+    render_summary,
+)
 from sparkafka.pipeline.session import describe_master
 
 __all__ = ["build_query", "describe_plan", "run_pipeline", "source_frame"]
@@ -45,6 +51,8 @@ def source_frame(spark: Any, cfg: PipelineConfig) -> Any:
         f"from_json(CAST(value AS STRING), '{schema.replace(chr(39), chr(92) + chr(39))}', "
         "map('columnNameOfCorruptRecord', '_corrupt', 'mode', 'PERMISSIVE')) AS _data",
         "CAST(key AS STRING) AS key",
+        "key AS _raw_key",
+        "value AS _raw_value",
         *KAFKA_COLUMNS[1:],
     )
     return parsed.selectExpr(
@@ -55,11 +63,41 @@ def source_frame(spark: Any, cfg: PipelineConfig) -> Any:
         "_partition",
         "_offset",
         "_timestamp",
+        "_raw_key",
+        "_raw_value",
     ).drop("_corrupt")
 
 
+def _split_malformed(src: Any, cfg: PipelineConfig) -> tuple[Any, Any | None]:
+    """(rows for the SQL, dead-letter rows or None) under ``source.on_malformed``; counts undecodable rows."""
+    from pyspark.sql import functions as sf
+
+    if cfg.decode != "json" or cfg.on_malformed == "flag":
+        return src, None
+    count = sf.count(sf.when(sf.col("_malformed"), 1)).alias("n")
+    if cfg.on_malformed == "dead_letter":
+        bad = src.where("_malformed").observe(MALFORMED_METRIC, count)
+        dead = bad.selectExpr(
+            "_raw_key AS key", "_raw_value AS value", f"'{_quote(cfg.dead_letter_topic)}' AS topic"
+        )
+        return src.where("NOT _malformed"), dead
+    counted = src.observe(MALFORMED_METRIC, count)
+    if cfg.on_malformed == "skip":
+        return counted.where("NOT _malformed"), None
+    # fail: the batch fails before anything is committed, naming the record (raise_error runs per row).
+    return counted.where(
+        "CASE WHEN _malformed THEN raise_error(concat('undecodable JSON value at ', _topic, '-', "
+        "_partition, ' offset ', _offset, ' (source.on_malformed = fail; use skip or dead_letter to go "
+        "on)')) ELSE true END"
+    ), None
+
+
+def _quote(text: str | None) -> str:
+    return (text or "").replace("\\", "\\\\").replace("'", "\\'")
+
+
 def _output(spark: Any, cfg: PipelineConfig) -> Any:
-    src = source_frame(spark, cfg)
+    src, dead = _split_malformed(source_frame(spark, cfg), cfg)
     if cfg.watermark:
         src = src.withWatermark(*cfg.watermark)
     src.createOrReplaceTempView("source")
@@ -72,7 +110,13 @@ def _output(spark: Any, cfg: PipelineConfig) -> Any:
     columns = [f"{cfg.value} AS value"]
     if cfg.key:
         columns.insert(0, f"{cfg.key} AS key")
-    return df.selectExpr(*columns)
+    out = df.selectExpr(*columns)
+    if dead is None:
+        return out
+    # Dead letters go through the same sink, so into the same Kafka transactions as the batch's output.
+    key = "CAST(key AS BINARY) AS key" if cfg.key else "CAST(NULL AS BINARY) AS key"
+    good = out.selectExpr(key, "CAST(value AS BINARY) AS value", "CAST(NULL AS STRING) AS topic")
+    return good.unionByName(dead)
 
 
 def build_query(spark: Any, cfg: PipelineConfig) -> Any:

@@ -130,7 +130,9 @@ class IntentLog:
                 if "TOPIC_ALREADY_EXISTS" not in str(e):
                     raise
         except Exception as e:
-            raise BrokerError(f"creating the commit-intent topic {self.topic} failed: {e}") from e
+            raise BrokerError(
+                f"creating the commit-intent topic {self.topic} failed{self._where()}: {e}"
+            ) from e
         _ensured.add(key)
 
     def read(self) -> IntentState:
@@ -148,31 +150,38 @@ class IntentLog:
         )
         try:
             low, high = consumer.get_watermark_offsets(CTopicPartition(self.topic, 0), self._timeout_s)
+            # ``high`` only bounds where to start: the read goes on to the end-of-partition event, which
+            # a fetch at the high watermark produces. A ListOffsets answer can lag records another process
+            # has just had acknowledged (measured on tansu with S3 storage; never on Apache Kafka, whose
+            # acks=all answer comes after the high watermark moved), and missing the newest record here
+            # would take a finished batch for a pending one.
             start = max(low, high - TAIL)
             records: list[IntentRecord] = []
-            if high > start:
-                consumer.assign([CTopicPartition(self.topic, 0, start)])
-                while True:
-                    msg = consumer.poll(self._timeout_s)
-                    error = "timed out" if msg is None else msg.error()
-                    if error and getattr(error, "code", lambda: None)() == KafkaError._PARTITION_EOF:
-                        break
-                    if error:
-                        return self._failed(str(error))
-                    if msg.value():
-                        records.append(IntentRecord.from_json(msg.value()))
-                    if msg.offset() + 1 >= high:
-                        break
+            consumer.assign([CTopicPartition(self.topic, 0, start)])
+            while True:
+                msg = consumer.poll(self._timeout_s)
+                error = "timed out" if msg is None else msg.error()
+                if error and getattr(error, "code", lambda: None)() == KafkaError._PARTITION_EOF:
+                    break
+                if error:
+                    return self._failed(str(error))
+                if msg.value():
+                    records.append(IntentRecord.from_json(msg.value()))
         except BrokerError:
             raise
         except Exception as e:
-            raise BrokerError(f"reading the commit-intent topic {self.topic} failed: {e}") from e
+            raise BrokerError(
+                f"reading the commit-intent topic {self.topic} failed{self._where()}: {e}"
+            ) from e
         finally:
             consumer.close()
         return fold(records)
 
     def _failed(self, why: str) -> IntentState:
-        raise BrokerError(f"reading the commit-intent topic {self.topic} failed: {why}")
+        raise BrokerError(f"reading the commit-intent topic {self.topic} failed{self._where()}: {why}")
+
+    def _where(self) -> str:
+        return f" against bootstrap servers {self._conf.get('bootstrap.servers')}"
 
     def append(self, record: IntentRecord) -> None:
         """Write ``record`` durably (acks=all) before returning.
@@ -191,5 +200,6 @@ class IntentLog:
         left = producer.flush(self._timeout_s)
         if left or any(e is not None for e in errors):
             raise BrokerError(
-                f"writing {record.state} of batch {record.batch_id} to {self.topic} failed: {errors}"
+                f"writing {record.state} of batch {record.batch_id} to {self.topic} failed{self._where()}: "
+                f"{errors}"
             )

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sparkafka.clientconf import check_kafka_python_config
 from sparkafka.errors import ConfigError
 from sparkafka.options import OptionReader
 
@@ -22,7 +23,7 @@ __all__ = [
 DeliveryGuarantee = Literal["at_least_once", "exactly_once", "none"]
 Partitioner = Literal["default", "fixed", "roundrobin"]
 
-SINK_OPTIONS = ("topic", "deliveryGuarantee", "transactionalIdPrefix", "partitioner")
+SINK_OPTIONS = ("topic", "deliveryGuarantee", "transactionalIdPrefix", "partitioner", "metadataTimeoutMs")
 SPARK_WRITE_OPTIONS = ("checkpointLocation", "path", "queryName")
 """Spark passes its own writer options through to the data source; accepted and ignored."""
 
@@ -38,6 +39,8 @@ class SinkOptions:
     delivery: DeliveryGuarantee
     transactional_id_prefix: str | None
     partitioner: Partitioner
+    metadata_timeout_ms: int = 30_000
+    """Bound on each metadata lookup and each commit-intent read or write, in milliseconds."""
 
     @property
     def transaction_timeout_ms(self) -> int:
@@ -67,6 +70,7 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
             raise ConfigError(
                 f"option transactionalIdPrefix={prefix!r} may only hold letters, digits, '.', '_' and '-'"
             )
+        check_kafka_python_config(kafka)  # the driver commits through kafka-python: same security settings
         timeout = kafka.setdefault("transaction.timeout.ms", str(DEFAULT_TRANSACTION_TIMEOUT_MS))
         if not timeout.isdigit() or int(timeout) <= 0:
             raise ConfigError(
@@ -81,6 +85,7 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
         delivery=delivery,  # type: ignore[arg-type]
         transactional_id_prefix=prefix,
         partitioner=partitioner,  # type: ignore[arg-type]
+        metadata_timeout_ms=reader.get_int("metadataTimeoutMs", 30_000, minimum=1),
     )
 
 

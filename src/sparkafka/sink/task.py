@@ -44,6 +44,12 @@ class TaskResult:
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
 
+_TOO_LARGE_HINT = (
+    ": a record is larger than kafka.message.max.bytes allows, or than the topic's max.message.bytes on the "
+    "broker (raise them, or write smaller records)"
+)
+
+
 class _Delivery:
     """Collects failed deliveries (librdkafka reports only errors: delivery.report.only.error)."""
 
@@ -90,20 +96,27 @@ def _plain_producer(conf: Mapping[str, str]) -> tuple[Any, _Delivery]:
 class _Counts:
     """Partition counts per topic, looked up once per task through the producer's metadata."""
 
-    def __init__(self, producer: Any) -> None:
+    def __init__(self, producer: Any, servers: str | None, timeout_s: float) -> None:
         self._producer = producer
+        self._servers = servers
+        self._timeout_s = timeout_s
         self._counts: dict[str, int] = {}
 
     def __call__(self, topic: str) -> int:
         if topic not in self._counts:
             try:
-                meta = self._producer.list_topics(topic=topic, timeout=30).topics.get(topic)
+                meta = self._producer.list_topics(topic=topic, timeout=self._timeout_s).topics.get(topic)
             except Exception as e:
-                raise BrokerError(f"looking up topic {topic!r} failed: {e}") from e
+                where = f"against bootstrap servers {self._servers}"
+                raise BrokerError(f"looking up topic {topic!r} failed {where}: {e}") from e
             if meta is None or meta.error is not None or not meta.partitions:
                 raise BrokerError(f"topic {topic!r} does not exist (the sink does not create topics)")
             self._counts[topic] = len(meta.partitions)
         return self._counts[topic]
+
+
+def _counts(producer: Any, options: SinkOptions) -> _Counts:
+    return _Counts(producer, options.kafka.get("bootstrap.servers"), options.metadata_timeout_ms / 1000)
 
 
 def _produce(producer: Any, topic: str, value: Any, **kwargs: Any) -> None:
@@ -138,12 +151,7 @@ def _produce_batch(
         return _produce_rows(producer, batch, options, columns, router)
     except KafkaException as e:
         error = e.args[0] if e.args else e
-        hint = ""
-        if getattr(error, "name", lambda: "")() == "MSG_SIZE_TOO_LARGE":
-            hint = (
-                ": a record is larger than kafka.message.max.bytes allows (raise it, and the topic's "
-                "max.message.bytes on the broker, or write smaller records)"
-            )
+        hint = _TOO_LARGE_HINT if getattr(error, "name", lambda: "")() == "MSG_SIZE_TOO_LARGE" else ""
         raise BrokerError(f"producing to {options.topic or 'the topic column'} failed: {error}{hint}") from e
 
 
@@ -203,7 +211,7 @@ def write_task(
     """Write one task's rows; see the module docstring for what each delivery guarantee does."""
     if options.delivery != "exactly_once":
         producer, delivery = _plain_producer(options.kafka)
-        router = Router(options.partitioner, task, _Counts(producer))
+        router = Router(options.partitioner, task, _counts(producer, options))
         count = sum(_produce_batch(producer, b, options, columns, router) for b in batches)
         if options.delivery == "at_least_once":
             _flush(producer, delivery)
@@ -216,7 +224,7 @@ def write_task(
     producer, pid, epoch = open_transactional_producer(_producer_settings(options.kafka, delivery), tid)
     try:
         producer.begin_transaction()
-        router = Router(options.partitioner, task, _Counts(producer))
+        router = Router(options.partitioner, task, _counts(producer, options))
         result.records = sum(_produce_batch(producer, b, options, columns, router) for b in batches)
         _flush(producer, delivery)
     except BaseException:
@@ -237,6 +245,8 @@ def _flush(producer: Any, delivery: _Delivery, timeout_s: float = 300.0) -> None
     left = producer.flush(timeout_s)
     if delivery.errors:
         errors, delivery.errors = delivery.errors, []
-        raise BrokerError(f"{len(errors)} record(s) could not be delivered, e.g. {errors[0]}")
+        # The broker's MESSAGE_TOO_LARGE (the topic's max.message.bytes) arrives here, as a delivery error.
+        hint = _TOO_LARGE_HINT if any("MSG_SIZE_TOO_LARGE" in e for e in errors) else ""
+        raise BrokerError(f"{len(errors)} record(s) could not be delivered, e.g. {errors[0]}{hint}")
     if left:
         raise BrokerError(f"{left} record(s) still undelivered after {timeout_s:.0f} s")

@@ -32,7 +32,7 @@ class TwoPhaseCommitter:
         assert options.transactional_id_prefix is not None
         self._options = options
         self._prefix = options.transactional_id_prefix
-        self._intents = IntentLog(options.kafka, self._prefix)
+        self._intents = IntentLog(options.kafka, self._prefix, options.metadata_timeout_ms / 1000)
 
     def _end(self, handles: Sequence[TxnHandle], commit: bool, pause_after_first: bool = False) -> None:
         with TxnController(self._options.kafka) as controller:
@@ -151,4 +151,5 @@ def claim_transactional_ids(options: SinkOptions, count: int) -> None:
     the claim lets a later commit find and fence it. Written only when parallelism grows.
     """
     assert options.transactional_id_prefix is not None
-    IntentLog(options.kafka, options.transactional_id_prefix).append(IntentRecord("", -1, "claim", (), count))
+    intents = IntentLog(options.kafka, options.transactional_id_prefix, options.metadata_timeout_ms / 1000)
+    intents.append(IntentRecord("", -1, "claim", (), count))

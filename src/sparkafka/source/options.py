@@ -46,6 +46,7 @@ SOURCE_OPTIONS = (
     "failOnDataLoss",
     "includeHeaders",
     "pollTimeoutMs",
+    "metadataTimeoutMs",
     "offsetCommitMode",
     "offsetCommitIntervalMs",
     "metricsFile",
@@ -97,6 +98,8 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
+    metadata_timeout_ms: int = 30_000
+    """Bound on each driver-side metadata and offset request: an unreachable broker fails within it."""
     commit_mode: CommitMode = "disabled"
     """When completed batches' offsets go back to the consumer group (see ``sparkafka.source.commits``)."""
     commit_interval_ms: int = 5_000
@@ -253,6 +256,7 @@ def parse_source_options(options: Mapping[str, Any], batch: bool = False) -> Sou
         fail_on_data_loss=reader.get_bool("failOnDataLoss", True),
         include_headers=reader.get_bool("includeHeaders", False),
         poll_timeout_ms=reader.get_int("pollTimeoutMs", 120_000, minimum=1),
+        metadata_timeout_ms=reader.get_int("metadataTimeoutMs", 30_000, minimum=1),
         commit_mode="disabled" if batch else commit_mode,  # type: ignore[arg-type]
         commit_interval_ms=reader.get_int("offsetCommitIntervalMs", 5_000, minimum=0),
         metrics_file=reader.get_str("metricsFile"),

@@ -67,7 +67,7 @@ class _Planner:
     @property
     def metadata(self) -> AdminMetadata:
         if self._metadata is None:
-            self._metadata = AdminMetadata(self.options.kafka)
+            self._metadata = AdminMetadata(self.options.kafka, self.options.metadata_timeout_ms / 1000)
         return self._metadata
 
     def discover(self) -> set[TopicPartition]:

@@ -186,3 +186,29 @@ def test_claims_raise_the_ids_in_use_until_a_commit_fences_them() -> None:
     ]
     assert fold(records).tids_in_use == 3
     assert fold([*records, IntentRecord("q", 1, "done", (), 2)]).tids_in_use == 2
+
+
+def test_broker_rejecting_a_record_as_too_large_fails_the_flush_with_the_fix() -> None:
+    from confluent_kafka import KafkaError
+
+    from sparkafka.errors import BrokerError
+    from sparkafka.sink.task import _Delivery, _flush
+
+    class Message:
+        def topic(self) -> str:
+            return "orders"
+
+        def partition(self) -> int:
+            return 3
+
+    class Producer:  # what librdkafka does: flush() serves the delivery callbacks
+        def __init__(self, delivery: _Delivery) -> None:
+            self.delivery = delivery
+
+        def flush(self, _timeout: float) -> int:
+            self.delivery(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE), Message())
+            return 0
+
+    delivery = _Delivery()
+    with pytest.raises(BrokerError, match=r"orders-3: .*MSG_SIZE_TOO_LARGE.*topic's max\.message\.bytes"):
+        _flush(Producer(delivery), delivery)
