@@ -85,3 +85,24 @@ def test_source_parser_accepts_or_raises_config_error(options: dict[str, Any], b
 def test_sink_parser_accepts_or_raises_config_error(options: dict[str, Any]) -> None:
     with contextlib.suppress(ConfigError):  # anything else fails the test
         parse_sink_options(options)
+
+
+SECRET_KEYS = st.sampled_from(
+    ["kafka.sasl.password", "kafka.ssl.key.password", "kafka.sasl.oauthbearer.client.secret", "kafka.x.token"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(MAPS, SECRET_KEYS, st.booleans())
+def test_no_error_message_shows_a_secret(options: dict[str, Any], secret_key: str, sink: bool) -> None:
+    canary = "Canary-7f3a9c"
+    options = {**options, secret_key: canary}
+    message = ""
+    try:
+        if sink:
+            parse_sink_options(options)
+        else:
+            parse_source_options(options, batch=False)
+    except ConfigError as e:
+        message = str(e)
+    assert canary not in message

@@ -82,6 +82,22 @@ def test_good_file_resolves(tmp_path: Path, trigger: str, want: str | None) -> N
         ),
         (('name = "rates"', 'name = "source"'), "table[0].name = 'source'"),
         (("[transform]", "[transform]\nsql = 3\n[other]"), "other is not a known field"),
+        (
+            ('schema = "a INT"', 'schema = "a INT"\non_malformed = "ignore"'),
+            "source.on_malformed = 'ignore': use flag, skip, fail or dead_letter",
+        ),
+        (
+            ('schema = "a INT"', 'schema = "a INT"\non_malformed = "dead_letter"'),
+            "source.dead_letter_topic is required with on_malformed = dead_letter",
+        ),
+        (
+            ('schema = "a INT"', 'schema = "a INT"\ndead_letter_topic = "dlq"'),
+            "source.dead_letter_topic is required with on_malformed = dead_letter, and only then",
+        ),
+        (
+            ('decode = "json"\nschema = "a INT"', 'decode = "string"\non_malformed = "skip"'),
+            "source.on_malformed applies to decode = json only",
+        ),
     ],
 )
 def test_bad_files_name_the_file_and_field(tmp_path: Path, edit: tuple[str, str], message: str) -> None:
@@ -121,3 +137,12 @@ def test_transaction_timeout_shorter_than_trigger_plus_margin_warns(tmp_path: Pa
     assert warning is not None
     assert "transaction.timeout.ms=120000 is shorter than the trigger interval (90000 ms)" in warning
     assert load_pipeline(write(tmp_path, GOOD.format(trigger="availableNow"))).timeout_warning() is None
+
+
+def test_malformed_policy_resolves(tmp_path: Path) -> None:
+    text = GOOD.format(trigger="5 seconds").replace(
+        'schema = "a INT"', 'schema = "a INT"\non_malformed = "dead_letter"\ndead_letter_topic = "dlq"'
+    )
+    cfg = load_pipeline(write(tmp_path, text))
+    assert (cfg.on_malformed, cfg.dead_letter_topic) == ("dead_letter", "dlq")
+    assert load_pipeline(write(tmp_path, GOOD.format(trigger="5 seconds"))).on_malformed == "flag"
