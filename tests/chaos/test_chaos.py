@@ -16,6 +16,7 @@ from tests.chaos.harness import run_chaos
 pytestmark = pytest.mark.chaos
 
 
+@pytest.mark.timeout(1500)  # about 4-5 minutes here; the suite's 600 s default is tight on a busy machine
 def test_exactly_once_under_driver_kills_broker_restarts_and_task_failures(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
