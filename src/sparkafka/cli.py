@@ -18,7 +18,10 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     from sparkafka.local.broker import EmbeddedBroker
 
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # Both set explicitly: a process started in the background by a non-interactive shell inherits SIGINT
+    # ignored, and Python then installs no KeyboardInterrupt handler (measured: Ctrl-C did nothing).
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     with EmbeddedBroker(port=args.port, storage=args.storage) as broker:
         print(f"bootstrap servers: {broker.bootstrap_servers}  (pid {broker.pid}, log {broker.log_path})")
         print("Ctrl-C to stop", flush=True)

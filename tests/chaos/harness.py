@@ -410,10 +410,11 @@ def run_chaos(
                 f"group offsets {committed} do not cover the {report.records_in} records fed"
             )
     finally:
-        if feeder is not None:
-            feeder.halt.set()
         if driver is not None:
             driver.kill()
+        if feeder is not None:
+            feeder.halt.set()
+            feeder.join(60)  # while the broker still runs, so its producer flushes and goes
         broker.stop()
     print(report.render(), file=out, flush=True)
     return report

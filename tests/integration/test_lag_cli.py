@@ -101,6 +101,7 @@ def test_doctor_reports_what_the_broker_can_and_cannot_do(bootstrap: str) -> Non
         "read_committed",
         "transaction_timeout",
         "group_commit_assign",
+        "message_size_limit",
     }, result.stdout
     for needed in ("api_versions", "transactions", "group_commit_assign"):
         assert rows[needed] == "PASS", result.stdout
@@ -112,6 +113,7 @@ def test_doctor_reports_what_the_broker_can_and_cannot_do(bootstrap: str) -> Non
         assert failed == [
             "create_partitions",
             "list_offsets_latest",
+            "message_size_limit",
             "offsets_for_times",
             "read_committed",
             "transaction_timeout",

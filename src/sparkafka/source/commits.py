@@ -184,8 +184,13 @@ class OffsetCommitter:
             self._client.poll(0)
         self._send_if_due(force=False)
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Send the newest completed offsets regardless of the interval, wait for answers, release."""
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Send the newest completed offsets regardless of the interval, wait for answers, release.
+
+        Spark does not kill the source runner while it stops (it sends SIGTERM and closes the socket), so
+        waiting is safe; 10 s proved too short on a loaded machine (the commit landed, its answer was
+        never counted).
+        """
         if not self.enabled:
             return
         with contextlib.suppress(Exception):
