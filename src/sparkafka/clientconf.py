@@ -11,7 +11,13 @@ from typing import Any
 
 from sparkafka.errors import ConfigError
 
-__all__ = ["check_kafka_python_config", "is_secret_key", "mask_secrets", "to_kafka_python_config"]
+__all__ = [
+    "against_servers",
+    "check_kafka_python_config",
+    "is_secret_key",
+    "mask_secrets",
+    "to_kafka_python_config",
+]
 
 _MASK = "********"
 
@@ -41,6 +47,11 @@ _KAFKA_PYTHON_KEYS = {
 _KAFKA_PYTHON_UNSUPPORTED_PREFIXES = ("sasl.", "ssl.")
 _KAFKA_PYTHON_SECURITY_PROTOCOLS = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
 _KAFKA_PYTHON_SASL_MECHANISMS = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI"}
+
+
+def against_servers(conf: Mapping[str, Any]) -> str:
+    """``against bootstrap servers HOST:PORT``: how every connection error names where it tried."""
+    return f"against bootstrap servers {conf.get('bootstrap.servers')}"
 
 
 def is_secret_key(key: str) -> bool:

@@ -12,9 +12,11 @@ from typing import Any
 
 from sparkafka.errors import ConfigError
 
-__all__ = ["OptionReader"]
+__all__ = ["DEFAULT_METADATA_TIMEOUT_MS", "OptionReader"]
 
 KAFKA_PREFIX = "kafka."
+DEFAULT_METADATA_TIMEOUT_MS = 30_000
+"""``metadataTimeoutMs`` of the source and the sink: the bound on each metadata or intent request."""
 
 
 class OptionReader:

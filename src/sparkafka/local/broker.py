@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 
 from sparkafka.errors import BrokerError
-from sparkafka.local.procs import kill_group, start_group, stop_group
+from sparkafka.local.procs import kill_group, start_group, stop_group, tail_file
 
 __all__ = ["EmbeddedBroker", "find_tansu_binary", "free_port"]
 
@@ -192,11 +192,7 @@ class EmbeddedBroker:
 
     def tail_log(self, lines: int = 20) -> str:
         """The last ``lines`` lines of the broker's log."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+        return tail_file(self.log_path, lines)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the broker's process group (SIGTERM, then SIGKILL after ``timeout_s``). Idempotent."""

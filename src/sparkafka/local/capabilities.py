@@ -39,11 +39,12 @@ def _admin(conf: Mapping[str, str]) -> Any:
     return _admins[key]
 
 
-def _new_topic(conf: Mapping[str, str], partitions: int = 1) -> str:
+def _new_topic(conf: Mapping[str, str], partitions: int = 1, config: Mapping[str, str] | None = None) -> str:
     from confluent_kafka.admin import NewTopic
 
     name = f"sparkafka-probe-{uuid.uuid4().hex[:10]}"
-    for future in _admin(conf).create_topics([NewTopic(name, partitions, 1)]).values():
+    spec = NewTopic(name, partitions, 1, config=dict(config or {}))
+    for future in _admin(conf).create_topics([spec]).values():
         future.result(30)
     return name
 
@@ -245,12 +246,8 @@ def probe_group_commit_assign(conf: Mapping[str, str]) -> Capability:
 def probe_message_size_limit(conf: Mapping[str, str]) -> Capability:
     """The broker rejects a record over a topic's max.message.bytes with MESSAGE_TOO_LARGE."""
     from confluent_kafka import Producer
-    from confluent_kafka.admin import NewTopic
 
-    name = f"sparkafka-probe-{uuid.uuid4().hex[:10]}"
-    spec = NewTopic(name, 1, 1, config={"max.message.bytes": "1024"})
-    for future in _admin(conf).create_topics([spec]).values():
-        future.result(30)
+    name = _new_topic(conf, config={"max.message.bytes": "1024"})
     try:
         errors: list[Any] = []
         producer = Producer({**conf, "linger.ms": 0})

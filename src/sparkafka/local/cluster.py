@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import re
 import subprocess
 import tempfile
 import time
@@ -21,7 +20,7 @@ from types import TracebackType
 
 from sparkafka.errors import SparkafkaError
 from sparkafka.local.broker import free_port
-from sparkafka.local.procs import kill_group, start_group, stop_group
+from sparkafka.local.procs import kill_group, start_group, stop_group, tail_file
 
 __all__ = ["ClusterError", "StandaloneCluster", "spark_home"]
 
@@ -143,17 +142,12 @@ class StandaloneCluster:
         while time.monotonic() < deadline:
             if daemon.proc.poll() is not None:
                 code = daemon.proc.returncode
-                raise ClusterError(f"spark {name} exited with {code}: {self._tail(log_path)}")
+                raise ClusterError(f"spark {name} exited with {code}: {tail_file(log_path)}")
             if ready in log_path.read_text(errors="replace"):
                 return daemon
             time.sleep(0.1)
         stop_group(daemon.proc)
-        raise ClusterError(f"spark {name} not ready in {self._timeout_s:.0f} s: {self._tail(log_path)}")
-
-    @staticmethod
-    def _tail(path: Path, lines: int = 15) -> str:
-        text = path.read_text(errors="replace") if path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+        raise ClusterError(f"spark {name} not ready in {self._timeout_s:.0f} s: {tail_file(log_path)}")
 
     def kill_worker(self, index: int) -> None:
         """SIGKILL worker ``index`` with its executors and their Python workers: a machine lost."""
@@ -180,11 +174,6 @@ class StandaloneCluster:
         for i in range(len(self._workers)):
             counts[i] = len(list((self.work_dir / f"worker-{i}").glob("app-*/*/")))
         return counts
-
-    def app_ids(self) -> list[str]:
-        """Application ids the master has registered, in order."""
-        text = (self.work_dir / "master.log").read_text(errors="replace")
-        return re.findall(r"Registered app \S+ with ID (\S+)", text)
 
     def stop(self) -> None:
         """Stop the workers, then the master, each by its process group. Idempotent."""

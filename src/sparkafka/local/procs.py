@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["die_with_parent", "kill_group", "session_members", "start_group", "stop_group"]
+__all__ = ["die_with_parent", "kill_group", "session_members", "start_group", "stop_group", "tail_file"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -90,3 +90,12 @@ def _kill_session(sid: int) -> None:
     for pid in session_members(sid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def tail_file(path: str | os.PathLike[str], lines: int = 20) -> str:
+    """The last ``lines`` lines of a child's log, for error messages."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"

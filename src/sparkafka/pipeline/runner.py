@@ -48,7 +48,7 @@ def source_frame(spark: Any, cfg: PipelineConfig) -> Any:
         )
     schema = f"{cfg.schema}, _corrupt STRING"
     parsed = raw.selectExpr(
-        f"from_json(CAST(value AS STRING), '{schema.replace(chr(39), chr(92) + chr(39))}', "
+        f"from_json(CAST(value AS STRING), '{_quote(schema)}', "
         "map('columnNameOfCorruptRecord', '_corrupt', 'mode', 'PERMISSIVE')) AS _data",
         "CAST(key AS STRING) AS key",
         "key AS _raw_key",
@@ -93,6 +93,7 @@ def _split_malformed(src: Any, cfg: PipelineConfig) -> tuple[Any, Any | None]:
 
 
 def _quote(text: str | None) -> str:
+    """``text`` inside a single-quoted Spark SQL literal (which reads backslash escapes)."""
     return (text or "").replace("\\", "\\\\").replace("'", "\\'")
 
 
@@ -135,7 +136,7 @@ def describe_plan(spark: Any, cfg: PipelineConfig) -> str:
         f"pipeline {cfg.name} ({cfg.path})",
         f"checkpoint: {cfg.checkpoint}",
         f"trigger: {cfg.trigger or 'availableNow'}",
-        f"spark: master {describe_master(cfg, spark)}, config {dict(cfg.spark_config)}",
+        f"spark: master {describe_master(spark)}, config {dict(cfg.spark_config)}",
         f"source ({cfg.decode}): {mask_secrets(cfg.source_options)}",
         f"view source: {source_frame(spark, cfg).schema.simpleString()}",
     ]

@@ -46,7 +46,7 @@ def pipeline_spark(cfg: PipelineConfig) -> Any:
     return session
 
 
-def describe_master(cfg: PipelineConfig, spark: Any) -> str:
+def describe_master(spark: Any) -> str:
     """Where the pipeline runs, for ``--dry-run``."""
     master = spark.sparkContext.master
     return f"{master} (from spark-submit)" if submitted() else master

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkafka.clientconf import against_servers
 from sparkafka.errors import BrokerError
 from sparkafka.sink.txn_control import TxnHandle
 
@@ -181,7 +182,7 @@ class IntentLog:
         raise BrokerError(f"reading the commit-intent topic {self.topic} failed{self._where()}: {why}")
 
     def _where(self) -> str:
-        return f" against bootstrap servers {self._conf.get('bootstrap.servers')}"
+        return " " + against_servers(self._conf)
 
     def append(self, record: IntentRecord) -> None:
         """Write ``record`` durably (acks=all) before returning.

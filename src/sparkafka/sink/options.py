@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from sparkafka.clientconf import check_kafka_python_config
 from sparkafka.errors import ConfigError
-from sparkafka.options import OptionReader
+from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS, OptionReader
 
 __all__ = [
     "DeliveryGuarantee",
@@ -39,7 +39,7 @@ class SinkOptions:
     delivery: DeliveryGuarantee
     transactional_id_prefix: str | None
     partitioner: Partitioner
-    metadata_timeout_ms: int = 30_000
+    metadata_timeout_ms: int = DEFAULT_METADATA_TIMEOUT_MS
     """Bound on each metadata lookup and each commit-intent read or write, in milliseconds."""
 
     @property
@@ -85,7 +85,7 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
         delivery=delivery,  # type: ignore[arg-type]
         transactional_id_prefix=prefix,
         partitioner=partitioner,  # type: ignore[arg-type]
-        metadata_timeout_ms=reader.get_int("metadataTimeoutMs", 30_000, minimum=1),
+        metadata_timeout_ms=reader.get_int("metadataTimeoutMs", DEFAULT_METADATA_TIMEOUT_MS, minimum=1),
     )
 
 

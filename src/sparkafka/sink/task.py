@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkafka.clientconf import against_servers
 from sparkafka.errors import BrokerError
 from sparkafka.sink.identity import open_transactional_producer
 from sparkafka.sink.options import InputColumns, SinkOptions
@@ -96,9 +97,9 @@ def _plain_producer(conf: Mapping[str, str]) -> tuple[Any, _Delivery]:
 class _Counts:
     """Partition counts per topic, looked up once per task through the producer's metadata."""
 
-    def __init__(self, producer: Any, servers: str | None, timeout_s: float) -> None:
+    def __init__(self, producer: Any, conf: Mapping[str, str], timeout_s: float) -> None:
         self._producer = producer
-        self._servers = servers
+        self._conf = conf
         self._timeout_s = timeout_s
         self._counts: dict[str, int] = {}
 
@@ -107,7 +108,7 @@ class _Counts:
             try:
                 meta = self._producer.list_topics(topic=topic, timeout=self._timeout_s).topics.get(topic)
             except Exception as e:
-                where = f"against bootstrap servers {self._servers}"
+                where = against_servers(self._conf)
                 raise BrokerError(f"looking up topic {topic!r} failed {where}: {e}") from e
             if meta is None or meta.error is not None or not meta.partitions:
                 raise BrokerError(f"topic {topic!r} does not exist (the sink does not create topics)")
@@ -116,7 +117,7 @@ class _Counts:
 
 
 def _counts(producer: Any, options: SinkOptions) -> _Counts:
-    return _Counts(producer, options.kafka.get("bootstrap.servers"), options.metadata_timeout_ms / 1000)
+    return _Counts(producer, options.kafka, options.metadata_timeout_ms / 1000)
 
 
 def _produce(producer: Any, topic: str, value: Any, **kwargs: Any) -> None:

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sparkafka.clientconf import against_servers
 from sparkafka.errors import BrokerError
 from sparkafka.source.options import Subscription
 from sparkafka.source.planning import Offsets
@@ -45,8 +46,7 @@ class AdminMetadata:
         self._admin = AdminClient(admin_conf)
 
     def _fail(self, what: str, error: BaseException) -> BrokerError:
-        servers = self._conf.get("bootstrap.servers")
-        return BrokerError(f"{what} failed against bootstrap servers {servers}: {error}")
+        return BrokerError(f"{what} failed {against_servers(self._conf)}: {error}")
 
     def topics(self) -> dict[str, int]:
         """Every topic the cluster has, with its partition count (internal ``__`` topics left out)."""

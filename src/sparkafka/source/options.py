@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sparkafka.errors import ConfigError
-from sparkafka.options import OptionReader
+from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS, OptionReader
 from sparkafka.structs import TopicPartition
 
 __all__ = [
@@ -98,7 +98,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
-    metadata_timeout_ms: int = 30_000
+    metadata_timeout_ms: int = DEFAULT_METADATA_TIMEOUT_MS
     """Bound on each driver-side metadata and offset request: an unreachable broker fails within it."""
     commit_mode: CommitMode = "disabled"
     """When completed batches' offsets go back to the consumer group (see ``sparkafka.source.commits``)."""
@@ -256,7 +256,7 @@ def parse_source_options(options: Mapping[str, Any], batch: bool = False) -> Sou
         fail_on_data_loss=reader.get_bool("failOnDataLoss", True),
         include_headers=reader.get_bool("includeHeaders", False),
         poll_timeout_ms=reader.get_int("pollTimeoutMs", 120_000, minimum=1),
-        metadata_timeout_ms=reader.get_int("metadataTimeoutMs", 30_000, minimum=1),
+        metadata_timeout_ms=reader.get_int("metadataTimeoutMs", DEFAULT_METADATA_TIMEOUT_MS, minimum=1),
         commit_mode="disabled" if batch else commit_mode,  # type: ignore[arg-type]
         commit_interval_ms=reader.get_int("offsetCommitIntervalMs", 5_000, minimum=0),
         metrics_file=reader.get_str("metricsFile"),
