@@ -33,12 +33,17 @@ def source_metrics(group_id: str, metrics_file: str | None = None) -> SourceMetr
 
 
 def sink_metrics(transactional_id_prefix: str) -> dict[str, int]:
-    """Counters of the exactly-once sink with this prefix, over all runs: ``batches`` committed,
-    ``transactions`` committed, ``records`` in them, and ``replays`` (replayed batches not written again)."""
+    """Counters of the exactly-once sink with this prefix, over all runs on this host.
+
+    ``batches`` committed, ``transactions`` committed, ``records`` in them, ``replays`` (replayed batches
+    not written again), ``recovered`` (pending intents resolved by recovery), ``partial`` and ``abandoned``
+    (batches the broker partly or wholly aborted before the commit reached them; see the README).
+    """
     from sparkafka.metrics_files import default_metrics_path, read_json
 
     data = read_json(default_metrics_path("sink", transactional_id_prefix)) or {}
-    return {k: int(data.get(k, 0)) for k in ("batches", "transactions", "records", "replays")}
+    keys = ("batches", "transactions", "records", "replays", "recovered", "partial", "abandoned")
+    return {k: int(data.get(k, 0)) for k in keys}
 
 
 __all__ = [

@@ -96,6 +96,59 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _cmd_txn(args: argparse.Namespace) -> int:
+    from sparkafka.errors import SparkafkaError
+    from sparkafka.sink.txn_tool import STATE_NAMES, prefix_status, resolve
+
+    conf = {"bootstrap.servers": args.bootstrap_servers}
+    try:
+        if args.txn_command == "list":
+            status = prefix_status(conf, args.prefix)
+            print(
+                f"prefix {status.prefix}: intent log {status.topic}; transactional ids in use: "
+                f"{status.tids_in_use} ({args.prefix}-0 .. {args.prefix}-{max(status.tids_in_use - 1, 0)})"
+            )
+            header = f"{'query':<40} {'batch':>6}  {'state':<9} {'txns':>4} {'records':>8}"
+            print(f"{header}  visible tasks  written at")
+            for r in status.records:
+                txns = r.handles if r.state == "intent" else r.committed
+                when = _utc(r.at_ms)
+                visible = ",".join(str(h.task) for h in r.committed) or "-"
+                print(
+                    f"{r.query_id:<40} {r.batch_id:>6}  {STATE_NAMES[r.state]:<9} {len(txns):>4} "
+                    f"{sum(h.records for h in txns):>8}  {visible:<13}  {when}"
+                )
+            if status.transactions is None:
+                print(f"broker-side transactions: not available: {status.transactions_note}")
+            else:
+                print("broker-side transactions (DescribeTransactions):")
+                for t in status.transactions:
+                    print(
+                        f"  {t.transactional_id}  {t.state}  producer id {t.producer_id} epoch {t.epoch}"
+                        f"  started {_utc(t.start_ms) if t.start_ms > 0 else '-'}  timeout {t.timeout_ms} ms"
+                    )
+            return 0
+        if not args.yes:
+            print(
+                f"would {args.action} the unfinished batch of query {args.query} under prefix {args.prefix}; "
+                "add --yes to do it (see README: exactly-once, resolving by hand)",
+                file=sys.stderr,
+            )
+            return 2
+        record = resolve(conf, args.prefix, args.query, args.action)
+        print(f"query {record.query_id} batch {record.batch_id}: {STATE_NAMES[record.state]}")
+    except SparkafkaError as e:
+        print(f"sparkafka txn: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _utc(ms: int) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from sparkafka.errors import ConfigError
     from sparkafka.pipeline.config import load_pipeline
@@ -163,6 +216,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="process what the source has now, then stop (Trigger.AvailableNow), whatever the file's trigger",
     )
     run.set_defaults(func=_cmd_run)
+
+    txn = sub.add_parser(
+        "txn", help="the exactly-once sink's commit intents and transactions for a transactionalIdPrefix"
+    )
+    txn_sub = txn.add_subparsers(dest="txn_command", required=True)
+    txn_list = txn_sub.add_parser("list", help="each query's newest batch, its state, and open transactions")
+    txn_resolve = txn_sub.add_parser("resolve", help="decide a query's unfinished batch by hand")
+    for p in (txn_list, txn_resolve):
+        p.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+        p.add_argument("--prefix", required=True, help="the sink's transactionalIdPrefix")
+    txn_resolve.add_argument("--query", required=True, help="the query id (see `sparkafka txn list`)")
+    txn_resolve.add_argument(
+        "action",
+        choices=["commit", "abort", "mark-done", "rewrite"],
+        help="pending: commit or abort its transactions; partial: mark-done (the rest is not written) or "
+        "rewrite (the replay writes the whole batch again); abandoned: mark-done",
+    )
+    txn_resolve.add_argument("--yes", action="store_true", help="do it (without: say what would be done)")
+    txn.set_defaults(func=_cmd_txn)
 
     doctor = sub.add_parser("doctor", help="probe a broker for what sparkafka relies on")
     doctor.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")

@@ -70,9 +70,22 @@ class KafkaDataSource(DataSource):
 
 
 def register(spark: Any) -> None:
-    """Register every data source of this package with ``spark`` (``format("sparkafka")``)."""
+    """Register every data source of this package with ``spark`` (``format("sparkafka")``).
+
+    Runs in the user's driver process. Also passes what the Python workers cannot see themselves through
+    the context's worker environment (before registering, so the data source's workers get it):
+    where a ``--py-files`` archive is, and ``spark.speculation`` (the exactly-once sink refuses it).
+    """
     _ship_archive_to_driver_runners(spark)
+    _tell_workers_about_speculation(spark)
     spark.dataSource.register(KafkaDataSource)
+
+
+def _tell_workers_about_speculation(spark: Any) -> None:
+    from sparkafka.sink.writer import SPECULATION_ENV
+
+    speculation = spark.sparkContext.getConf().get("spark.speculation", "false")
+    spark.sparkContext.environment[SPECULATION_ENV] = str(speculation).strip().lower()
 
 
 def shipped_archive() -> str | None:

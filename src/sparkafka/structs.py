@@ -8,7 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-__all__ = ["TopicPartition", "committed_offsets"]
+__all__ = ["INTERNAL_TOPIC_PREFIX", "TopicPartition", "committed_offsets"]
+
+INTERNAL_TOPIC_PREFIX = "_sparkafka-"
+"""Topics sparkafka creates for itself (the sink's commit-intent logs); a ``subscribePattern`` never matches
+them, as Kafka's consumers leave out ``__consumer_offsets``."""
 
 
 class TopicPartition(NamedTuple):

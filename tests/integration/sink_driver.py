@@ -1,11 +1,13 @@
 """A streaming query, run as its own process so tests can kill it: JSON files -> sparkafka sink.
 
 Usage: python -m tests.integration.sink_driver BOOTSTRAP TOPIC INPUT_DIR CHECKPOINT DELIVERY [PREFIX [TASKS]]
-Exits 0 when the query has processed all input (Trigger.AvailableNow), 3 when the query failed.
+Exits 0 when the query has processed all input (Trigger.AvailableNow), 3 when the query failed (the
+whole error is printed). SPARKAFKA_TEST_SPECULATION=true starts Spark with spark.speculation on.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from sparkafka import register
@@ -16,7 +18,9 @@ def main(argv: list[str]) -> int:
     bootstrap, topic, input_dir, checkpoint, delivery = argv[:5]
     prefix = argv[5] if len(argv) > 5 and argv[5] != "-" else None
     tasks = int(argv[6]) if len(argv) > 6 else 2
-    spark = local_spark(master="local[2,4]")  # up to 4 attempts per task: failed tasks are retried
+    speculation = os.environ.get("SPARKAFKA_TEST_SPECULATION", "false")
+    # Up to 4 attempts per task: failed tasks are retried.
+    spark = local_spark(master="local[2,4]", config={"spark.speculation": speculation})
     try:
         register(spark)
         df = (
@@ -39,7 +43,7 @@ def main(argv: list[str]) -> int:
         try:
             query.awaitTermination()
         except Exception as e:
-            print(f"QUERY FAILED: {e}".splitlines()[0], flush=True)
+            print(f"QUERY FAILED: {e}", flush=True)
             return 3
         print("DONE", flush=True)
         return 0

@@ -219,7 +219,8 @@ def test_new_partitions_of_a_growing_topic_start_at_earliest(
     query = memory_query(df, name, checkpoint)
     try:
         query.processAllAvailable()
-        for f in AdminClient(kafka_conf).create_partitions([NewPartitions(topic, 3)]).values():
+        admin = AdminClient(kafka_conf)  # referenced until its futures resolve (else: _DESTROY)
+        for f in admin.create_partitions([NewPartitions(topic, 3)]).values():
             f.result(30)
         from confluent_kafka import Producer
 

@@ -6,7 +6,7 @@ with secure settings, and the settings each client was built with are checked.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -22,9 +22,15 @@ SECURE = {
 built: list[tuple[str, dict[str, Any]]] = []
 
 
+class _Topic:
+    error = None
+    partitions: ClassVar[dict[int, Any]] = {}
+
+
 class _Metadata:
     def __init__(self, topics: list[str]) -> None:
-        self.topics = dict.fromkeys(topics)
+        self.topics = dict.fromkeys(topics, _Topic())
+        self.brokers = {1: None}
 
 
 class Recorder:

@@ -1,10 +1,23 @@
-"""The durable commit intent: a compacted one-partition Kafka topic per transactional-id prefix.
+"""The durable commit-intent log: a compacted one-partition Kafka topic per transactional-id prefix.
 
-Before committing a batch's transactions the driver appends ``intent`` (the batch's transaction handles);
-after committing them all, ``done``. Both are keyed by query id and batch id, so compaction keeps the
-newest state of each batch. Spark runs a query's batches one after another, so the newest records tell
-everything recovery needs: which batches are done (a replayed batch is not written again) and whether an
-intent was left without ``done`` (its transactions are committed to completion on restart).
+Runs on the driver (the planner and the sink's commit runner), and on an executor only for ``claim``.
+
+Record states (``BatchState``), each record the newest state of one query, keyed by its query id:
+
+- ``intent``: the decision to commit a batch's transactions (its handles) is taken. Written before the
+  first EndTxn; after it, the batch is only ever rolled forward (every handle is sent EndTxn(commit)).
+- ``done``: every transaction of the batch is committed. A replay of that batch is aborted, not written.
+- ``abandoned``: the broker had aborted every one of the batch's transactions before they could be
+  committed (transaction timeout, or fencing); nothing of the batch is visible and Spark's replay writes
+  it again.
+- ``partial``: some transactions committed, the others had been aborted by the broker. ``committed`` names
+  the tasks whose rows are visible; the replay publishes only the other tasks' rows (exact when a replayed
+  task produces the same rows, see ``TwoPhaseCommitter``).
+- ``claim`` (key ``#claim``): task indexes up to ``tids_in_use`` are about to be used (written by a task
+  before it first uses an id above every earlier one), so a later commit can fence ids left unused.
+
+The log stays bounded: a streaming query overwrites its own key every batch (compaction keeps one record
+per query), and a batch write's key is deleted (a tombstone) once the job is done or abandoned.
 """
 
 from __future__ import annotations
@@ -12,37 +25,59 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, get_args
 
 from sparkafka.clientconf import against_servers
 from sparkafka.errors import BrokerError
 from sparkafka.sink.txn_control import TxnHandle
+from sparkafka.structs import INTERNAL_TOPIC_PREFIX
 
-__all__ = ["IntentLog", "IntentRecord", "IntentState", "fold", "intent_topic"]
+__all__ = [
+    "BatchState",
+    "IntentLog",
+    "IntentRecord",
+    "IntentWriteError",
+    "LogState",
+    "fold",
+    "intent_topic",
+]
 
 log = logging.getLogger(__name__)
 
-TAIL = 64
-"""Records read from the end of the log; far more than one query's in-flight state needs."""
+BatchState = Literal["intent", "done", "abandoned", "partial", "claim"]
+_STATES: tuple[str, ...] = get_args(BatchState)
+
+TAIL = 256
+"""Records read from the end of the log: far more than the in-flight state of the prefix's one owner."""
+
+CLAIM_KEY = "#claim"
 
 
 def intent_topic(prefix: str) -> str:
-    return f"_sparkafka-intents-{prefix}"
+    return f"{INTERNAL_TOPIC_PREFIX}intents-{prefix}"
 
 
 @dataclass(frozen=True)
 class IntentRecord:
+    """One record of the log: the newest state of one query's newest batch (see the module docstring)."""
+
     query_id: str
     batch_id: int
-    state: str
-    """``intent``, ``done``, or ``claim`` (a task index above every earlier one is about to be used)."""
+    state: BatchState
     handles: tuple[TxnHandle, ...] = ()
+    """``intent``: the transactions to commit. ``abandoned``/``partial``: the ones the broker aborted."""
     tids_in_use: int = 0
     """How many transactional ids (``<prefix>-0`` ...) may hold transactions after this batch."""
+    committed: tuple[TxnHandle, ...] = ()
+    """Transactions of this batch already committed (their tasks' rows are visible)."""
+    streaming: bool = True
+    """False for a batch write (``df.write``), whose key is deleted once the job is finished."""
+    at_ms: int = 0
+    """Wall-clock time of writing, in ms: shows when the owner of the prefix was last active."""
 
     def key(self) -> bytes:
-        return f"{self.query_id}/{self.batch_id}".encode()
+        return (CLAIM_KEY if self.state == "claim" else self.query_id).encode()
 
     def to_json(self) -> bytes:
         data = {
@@ -51,66 +86,127 @@ class IntentRecord:
             "state": self.state,
             "txns": [h.to_json() for h in self.handles],
             "tids": self.tids_in_use,
+            "committed": [h.to_json() for h in self.committed],
+            "streaming": self.streaming,
+            "at": self.at_ms,
         }
         return json.dumps(data, sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, raw: bytes) -> IntentRecord:
         data = json.loads(raw)
+        state = str(data["state"])
+        if state not in _STATES:
+            raise ValueError(f"unknown intent state {state!r}")
         return cls(
             query_id=str(data["query"]),
             batch_id=int(data["batch"]),
-            state=str(data["state"]),
+            state=state,  # type: ignore[arg-type]  # checked against BatchState above
             handles=tuple(TxnHandle.from_json(h) for h in data.get("txns", [])),
             tids_in_use=int(data.get("tids", 0)),
+            committed=tuple(TxnHandle.from_json(h) for h in data.get("committed", [])),
+            streaming=bool(data.get("streaming", True)),
+            at_ms=int(data.get("at", 0)),
         )
+
+    def with_state(self, state: BatchState, **changes: Any) -> IntentRecord:
+        return replace(self, state=state, **changes)
 
 
 @dataclass
-class IntentState:
-    last_done: dict[str, int] = field(default_factory=dict)
-    """Per query id, the newest batch whose transactions are all committed."""
-    pending: list[IntentRecord] = field(default_factory=list)
-    """Intents without ``done``, oldest first."""
+class LogState:
+    """The log folded: per query its newest record, and the transactional ids that may be in use."""
+
+    latest: dict[str, IntentRecord] = field(default_factory=dict)
     tids_in_use: int = 0
 
+    @property
+    def pending(self) -> list[IntentRecord]:
+        """Intents whose outcome is not yet known, oldest first: recovery resolves them."""
+        return sorted((r for r in self.latest.values() if r.state == "intent"), key=lambda r: r.at_ms)
+
+    def record_for(self, query_id: str, batch_id: int) -> IntentRecord | None:
+        record = self.latest.get(query_id)
+        return record if record is not None and record.batch_id == batch_id else None
+
     def is_done(self, query_id: str, batch_id: int) -> bool:
-        return batch_id <= self.last_done.get(query_id, -1)
+        """Whether batch ``batch_id`` of the query is fully committed (Spark runs batches in order)."""
+        record = self.latest.get(query_id)
+        if record is None:
+            return False
+        return batch_id < record.batch_id or (batch_id == record.batch_id and record.state == "done")
 
-    def intent_for(self, query_id: str, batch_id: int) -> IntentRecord | None:
-        return next((r for r in self.pending if (r.query_id, r.batch_id) == (query_id, batch_id)), None)
+    def owner(self) -> IntentRecord | None:
+        """The streaming query that wrote last: the prefix's owner (batch writes own it only while open)."""
+        streaming = [r for r in self.latest.values() if r.streaming]
+        return max(streaming, key=lambda r: r.at_ms) if streaming else None
 
 
-def fold(records: Iterable[IntentRecord]) -> IntentState:
-    """The state after ``records`` (in log order)."""
-    state = IntentState()
-    intents: dict[tuple[str, int], IntentRecord] = {}
-    for r in records:
-        if r.state == "claim":
-            state.tids_in_use = max(state.tids_in_use, r.tids_in_use)
+def fold(records: Iterable[tuple[bytes | None, IntentRecord | None]]) -> LogState:
+    """The state after ``(key, record)`` pairs in log order; a ``None`` record is a tombstone for its key."""
+    state = LogState()
+    for key, record in records:
+        if record is None:
+            if key is not None:
+                state.latest.pop(key.decode(), None)
             continue
-        state.tids_in_use = r.tids_in_use
-        if r.state == "done":
-            intents.pop((r.query_id, r.batch_id), None)
-            state.last_done[r.query_id] = max(r.batch_id, state.last_done.get(r.query_id, -1))
-        else:
-            intents[(r.query_id, r.batch_id)] = r
-    state.pending = [r for r in intents.values() if not state.is_done(r.query_id, r.batch_id)]
+        if record.state == "claim":
+            state.tids_in_use = max(state.tids_in_use, record.tids_in_use)
+            continue
+        state.tids_in_use = record.tids_in_use
+        state.latest[record.query_id] = record
     return state
+
+
+class IntentWriteError(BrokerError):
+    """Appending a record failed. ``ambiguous``: it may have been written all the same (a timeout)."""
+
+    def __init__(self, message: str, ambiguous: bool) -> None:
+        super().__init__(message)
+        self.ambiguous = ambiguous
 
 
 _ensured: set[tuple[str | None, str]] = set()
 """(bootstrap servers, topic) known to exist in this process: writers are made every micro-batch."""
 
 
-class IntentLog:
-    """Reads and appends intent records. Creates the topic (compacted) on first use."""
+def topic_settings(brokers: int) -> tuple[int, dict[str, str]]:
+    """Replication factor and configs of a new intent topic on a cluster of ``brokers`` brokers.
 
-    def __init__(self, conf: Mapping[str, str], prefix: str, timeout_s: float = 30.0) -> None:
+    Durable where the cluster allows: three replicas, two of them in sync for an acks=all write. Compacted,
+    with hourly segments so compaction (which skips the active segment) keeps the log near one record per
+    query.
+    """
+    rf = max(1, min(3, brokers))
+    return rf, {
+        "cleanup.policy": "compact",
+        "min.insync.replicas": str(min(2, rf)),
+        "segment.ms": "3600000",
+    }
+
+
+class IntentLog:
+    """Reads and appends intent records (the real ``IntentStore``). Creates the topic on first use."""
+
+    def __init__(
+        self, conf: Mapping[str, str], prefix: str, timeout_s: float = 30.0, create: bool = True
+    ) -> None:
         self._conf = {k: v for k, v in conf.items() if not k.startswith("transaction")}
         self.topic = intent_topic(prefix)
         self._timeout_s = timeout_s
-        self._ensure_topic()
+        if create:
+            self._ensure_topic()
+
+    def exists(self) -> bool:
+        """Whether the topic exists (``sparkafka txn`` looks without creating it)."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient(dict(self._conf))
+        try:
+            topic = admin.list_topics(topic=self.topic, timeout=self._timeout_s).topics.get(self.topic)
+        except Exception as e:  # confluent-kafka's KafkaException: one clear error naming the servers
+            raise BrokerError(f"looking up {self.topic} failed{self._where()}: {e}") from e
+        return topic is not None and topic.error is None
 
     def _ensure_topic(self) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
@@ -120,23 +216,38 @@ class IntentLog:
             return
         admin = AdminClient(dict(self._conf))
         try:
-            if self.topic in admin.list_topics(timeout=self._timeout_s).topics:
+            meta = admin.list_topics(timeout=self._timeout_s)
+            brokers = len(meta.brokers)
+            existing = meta.topics.get(self.topic)
+            if existing is not None and existing.error is None:
+                replicas = min((len(p.replicas) for p in existing.partitions.values()), default=0)
+                if replicas == 1 and brokers > 1:
+                    log.warning(
+                        "the commit-intent topic %s has a single replica on a cluster of %d brokers: losing "
+                        "that broker loses the record of which batches are committed (recreate it with "
+                        "replication factor 3, or raise it with kafka-reassign-partitions)",
+                        self.topic,
+                        brokers,
+                    )
                 _ensured.add(key)
                 return
-            spec = NewTopic(self.topic, 1, config={"cleanup.policy": "compact"})
-            futures = admin.create_topics([spec], request_timeout=self._timeout_s)
+            rf, config = topic_settings(brokers)
+            futures = admin.create_topics(
+                [NewTopic(self.topic, 1, rf, config=config)], request_timeout=self._timeout_s
+            )
             try:
                 futures[self.topic].result(self._timeout_s)
-            except Exception as e:
+            except Exception as e:  # confluent-kafka raises KafkaException; only "exists" is fine
                 if "TOPIC_ALREADY_EXISTS" not in str(e):
                     raise
-        except Exception as e:
+        except Exception as e:  # any client failure becomes the one clear error, naming the servers
             raise BrokerError(
                 f"creating the commit-intent topic {self.topic} failed{self._where()}: {e}"
             ) from e
         _ensured.add(key)
 
-    def read(self) -> IntentState:
+    def read(self) -> LogState:
+        """Fold the log's tail, read to the end-of-partition event (not to a ListOffsets answer)."""
         from confluent_kafka import Consumer, KafkaError
         from confluent_kafka import TopicPartition as CTopicPartition
 
@@ -153,11 +264,10 @@ class IntentLog:
             low, high = consumer.get_watermark_offsets(CTopicPartition(self.topic, 0), self._timeout_s)
             # ``high`` only bounds where to start: the read goes on to the end-of-partition event, which
             # a fetch at the high watermark produces. A ListOffsets answer can lag records another process
-            # has just had acknowledged (measured on tansu with S3 storage; never on Apache Kafka, whose
-            # acks=all answer comes after the high watermark moved), and missing the newest record here
-            # would take a finished batch for a pending one.
+            # has just had acknowledged (measured on tansu with S3 storage), and missing the newest record
+            # here would take a finished batch for a pending one.
             start = max(low, high - TAIL)
-            records: list[IntentRecord] = []
+            records: list[tuple[bytes | None, IntentRecord | None]] = []
             consumer.assign([CTopicPartition(self.topic, 0, start)])
             while True:
                 msg = consumer.poll(self._timeout_s)
@@ -165,12 +275,12 @@ class IntentLog:
                 if error and getattr(error, "code", lambda: None)() == KafkaError._PARTITION_EOF:
                     break
                 if error:
-                    return self._failed(str(error))
-                if msg.value():
-                    records.append(IntentRecord.from_json(msg.value()))
+                    self._read_failed(error)
+                value = msg.value()
+                records.append((msg.key(), IntentRecord.from_json(value) if value else None))
         except BrokerError:
             raise
-        except Exception as e:
+        except Exception as e:  # client and decoding failures alike: one clear error naming the topic
             raise BrokerError(
                 f"reading the commit-intent topic {self.topic} failed{self._where()}: {e}"
             ) from e
@@ -178,7 +288,7 @@ class IntentLog:
             consumer.close()
         return fold(records)
 
-    def _failed(self, why: str) -> IntentState:
+    def _read_failed(self, why: object) -> None:
         raise BrokerError(f"reading the commit-intent topic {self.topic} failed{self._where()}: {why}")
 
     def _where(self) -> str:
@@ -187,20 +297,32 @@ class IntentLog:
     def append(self, record: IntentRecord) -> None:
         """Write ``record`` durably (acks=all) before returning.
 
-        Not an idempotent producer: its producer-id handshake costs about 0.5 s per producer on some brokers
-        (measured on tansu), twice per batch, and a retried duplicate of a record is harmless here (folding
-        the log is idempotent).
+        Raises:
+            IntentWriteError: ``ambiguous`` when the write timed out (it may still have been stored).
         """
-        from confluent_kafka import Producer
+        self._produce(record.key(), record.to_json(), f"{record.state} of batch {record.batch_id}")
+
+    def forget(self, query_id: str) -> None:
+        """Delete a finished batch write's key (a tombstone; compaction drops both)."""
+        self._produce(query_id.encode(), None, f"the tombstone of {query_id}")
+
+    def _produce(self, key: bytes, value: bytes | None, what: str) -> None:
+        # Not an idempotent producer: its producer-id handshake costs about 0.5 s per producer on some
+        # brokers (measured on tansu), and a retried duplicate is harmless (folding the log is idempotent).
+        from confluent_kafka import KafkaError, Producer
 
         errors: list[Any] = []
         producer = Producer({**self._conf, "enable.idempotence": "false", "acks": "all", "linger.ms": "0"})
-        producer.produce(
-            self.topic, record.to_json(), key=record.key(), on_delivery=lambda e, _m: errors.append(e)
-        )
+        producer.produce(self.topic, value, key=key, on_delivery=lambda e, _m: errors.append(e))
         left = producer.flush(self._timeout_s)
-        if left or any(e is not None for e in errors):
-            raise BrokerError(
-                f"writing {record.state} of batch {record.batch_id} to {self.topic} failed{self._where()}: "
-                f"{errors}"
-            )
+        failed = [e for e in errors if e is not None]
+        if not left and not failed:
+            return
+        timed_out = bool(left) or any(e.code() == KafkaError._MSG_TIMED_OUT for e in failed)
+        if left:
+            producer.purge()  # give up locally; a request already sent may still land
+            producer.flush(0)
+        raise IntentWriteError(
+            f"writing {what} to {self.topic} failed{self._where()}: {'timed out' if left else failed[0]}",
+            ambiguous=timed_out,
+        )

@@ -23,9 +23,17 @@ __all__ = [
 DeliveryGuarantee = Literal["at_least_once", "exactly_once", "none"]
 Partitioner = Literal["default", "fixed", "roundrobin"]
 
-SINK_OPTIONS = ("topic", "deliveryGuarantee", "transactionalIdPrefix", "partitioner", "metadataTimeoutMs")
+SINK_OPTIONS = (
+    "topic",
+    "deliveryGuarantee",
+    "transactionalIdPrefix",
+    "takeOverTransactionalIdPrefix",
+    "partitioner",
+    "metadataTimeoutMs",
+)
 SPARK_WRITE_OPTIONS = ("checkpointLocation", "path", "queryName")
-"""Spark passes its own writer options through to the data source; accepted and ignored."""
+"""Spark passes its own writer options through to the data source; checkpointLocation identifies the
+query (the exactly-once sink's prefix owner check), the others are accepted and ignored."""
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
 _TXN_ID = re.compile(r"[A-Za-z0-9._-]+")
@@ -41,6 +49,10 @@ class SinkOptions:
     partitioner: Partitioner
     metadata_timeout_ms: int = DEFAULT_METADATA_TIMEOUT_MS
     """Bound on each metadata lookup and each commit-intent read or write, in milliseconds."""
+    take_over_prefix: bool = False
+    """``takeOverTransactionalIdPrefix``: write under a prefix another live query owns."""
+    checkpoint_location: str | None = None
+    """Spark's ``checkpointLocation`` writer option, when given: where the streaming query's id is kept."""
 
     @property
     def transaction_timeout_ms(self) -> int:
@@ -78,6 +90,11 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
             )
     elif prefix is not None:
         raise ConfigError("option transactionalIdPrefix is only used with deliveryGuarantee=exactly_once")
+    take_over = reader.get_bool("takeOverTransactionalIdPrefix", False)
+    if take_over and delivery != "exactly_once":
+        raise ConfigError(
+            "option takeOverTransactionalIdPrefix is only used with deliveryGuarantee=exactly_once"
+        )
     partitioner = reader.choice("partitioner", ("default", "fixed", "roundrobin"), "default")
     return SinkOptions(
         kafka=kafka,
@@ -86,6 +103,8 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
         transactional_id_prefix=prefix,
         partitioner=partitioner,  # type: ignore[arg-type]
         metadata_timeout_ms=reader.get_int("metadataTimeoutMs", DEFAULT_METADATA_TIMEOUT_MS, minimum=1),
+        take_over_prefix=take_over,
+        checkpoint_location=reader.get_str("checkpointLocation"),
     )
 
 

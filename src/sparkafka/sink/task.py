@@ -236,7 +236,7 @@ def write_task(
         producer.abort_transaction(30)  # nothing to commit; leave no open transaction behind
         producer.close()
         return result
-    result.handle = TxnHandle(tid, pid, epoch, result.records)
+    result.handle = TxnHandle(tid, pid, epoch, result.records, task)
     # Released without close(): the flushed transaction stays open for the driver's commit.
     del producer
     return result

@@ -1,155 +1,537 @@
-"""Driver side of exactly-once: Flink's TwoPhaseCommitSinkFunction over Kafka transactions.
+"""Driver side of exactly-once: Flink's TwoPhaseCommitSinkFunction over Kafka transactions, made total.
 
-Phase one (pre-commit) happened in the tasks: each flushed its transaction and reported a TxnHandle.
-Phase two here: record the batch's handles durably (the intent), commit each transaction by EndTxn, fence
-transactional ids that are no longer used (aborting what they hold), record ``done``. A crash anywhere is
-finished by ``recover`` (run whenever a writer is made, so before a replayed batch's tasks fence the ids
-again); a replayed batch that is already done is aborted instead of written twice.
+Runs on the driver: in the planner process when a writer is made (``recover``, the owner check) and in
+Spark's sink runner (``commit``, ``abort``). Phase one (pre-commit) happened in the tasks: each flushed
+its transaction under ``<prefix>-<task>`` and reported a ``TxnHandle``.
+
+``commit`` of batch B of query Q, in this order:
+
+1. ``recover``: resolve every pending intent of the prefix (below). It runs before anything of B is
+   decided, and ``recover`` also runs when the writer is made, before B's tasks open transactions: the
+   outcome of a pending intent is therefore learned before any InitProducerId bumps its ids' epochs, which
+   is what makes each EndTxn answer exact (``txn_control.classify``).
+2. A replay of a batch already ``done`` is aborted, never written twice.
+3. The prefix must be Q's (``check_owner``).
+4. A replay of a ``partial`` batch: the tasks whose rows are already visible must produce as many records
+   as before (else: error, nothing written); their new transactions are aborted, the rest go on.
+5. No commit into a timeout race: if the batch's oldest transaction is older than
+   ``transaction.timeout.ms`` less a margin, its transactions are aborted and the batch fails with no
+   intent written (Spark replays it on restart).
+6. The ``intent`` is appended. A failed append is read back: found, the commit goes on; not found, the
+   batch fails and its transactions are left alone (the intent may still land; the replay's tasks fence
+   them, and recovery then finds them aborted).
+7. Roll forward: EndTxn(commit) for every handle; each answer is the transaction's outcome.
+8. All committed: unused ids are fenced and ``done`` is appended. Otherwise the outcome (``partial`` or
+   ``abandoned``) is appended and the batch fails with an error saying what is visible.
+
+Rules: once an intent is written it is only ever rolled forward (EndTxn(commit)), by ``commit``,
+``recover`` or ``abort``; repeating a commit is harmless (the broker answers NONE again). Outcomes are
+recorded durably before anything acts on them. A record is always written after the EndTxns it reports.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
-from sparkafka.errors import TransactionError
+from sparkafka.errors import BrokerError, ConfigError, TransactionError
 from sparkafka.metrics_files import default_metrics_path, read_json, write_json_atomically
 from sparkafka.sink.faults import fault_point
 from sparkafka.sink.identity import open_transactional_producer
-from sparkafka.sink.intents import IntentLog, IntentRecord, IntentState
+from sparkafka.sink.intents import IntentLog, IntentRecord, IntentWriteError, LogState
 from sparkafka.sink.options import SinkOptions
 from sparkafka.sink.task import TaskResult, transactional_id
-from sparkafka.sink.txn_control import TxnController, TxnHandle
+from sparkafka.sink.txn_control import TxnController, TxnHandle, TxnOutcome
 
-__all__ = ["TwoPhaseCommitter", "claim_transactional_ids"]
+__all__ = [
+    "CommitSettings",
+    "Fencer",
+    "IntentStore",
+    "ResolveAction",
+    "TwoPhaseCommitter",
+    "TxnEnder",
+    "claim_transactional_ids",
+    "timeout_margin_ms",
+]
 
 log = logging.getLogger(__name__)
 
+ResolveAction = Literal["commit", "abort", "mark-done", "rewrite"]
+
+
+class IntentStore(Protocol):
+    """The durable intent log (``intents.IntentLog``)."""
+
+    def read(self) -> LogState: ...
+
+    def append(self, record: IntentRecord) -> None: ...
+
+    def forget(self, query_id: str) -> None: ...
+
+
+class TxnEnder(Protocol):
+    """Ends transactions by handle (``TxnController``); ``end`` returns what became of the transaction."""
+
+    def end(self, handle: TxnHandle, commit: bool) -> TxnOutcome: ...
+
+    def close(self) -> None: ...
+
+
+class Fencer(Protocol):
+    """Fences a transactional id (InitProducerId: bumps its epoch, aborting what it holds open)."""
+
+    def fence(self, transactional_id: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class CommitSettings:
+    prefix: str
+    transaction_timeout_ms: int
+    take_over: bool = False
+    """``takeOverTransactionalIdPrefix``: take the prefix from a live owner."""
+
+
+def timeout_margin_ms(timeout_ms: int) -> int:
+    """Time kept free before ``transaction.timeout.ms`` for the commit itself: 10 %, 5 s to half."""
+    return min(timeout_ms // 2, max(5_000, timeout_ms // 10))
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+_IN_DOUBT: set[TxnHandle] = set()
+"""Handles whose intent append failed and could not be confirmed: never aborted by this process."""
+
 
 class TwoPhaseCommitter:
-    def __init__(self, options: SinkOptions) -> None:
+    """See the module docstring for the order of steps and the rules; every part is injectable."""
+
+    def __init__(
+        self,
+        settings: CommitSettings,
+        store: IntentStore,
+        ender: TxnEnder,
+        fencer: Fencer,
+        *,
+        clock: Callable[[], int] = _wall_ms,
+        faults: Callable[[str], None] = fault_point,
+        count: Callable[..., None] | None = None,
+    ) -> None:
+        self._settings = settings
+        self._prefix = settings.prefix
+        self._store = store
+        self._ender = ender
+        self._fencer = fencer
+        self._clock = clock
+        self._faults = faults
+        self._count = count or _MetricsCounter(settings.prefix)
+
+    @classmethod
+    def for_options(cls, options: SinkOptions) -> TwoPhaseCommitter:
+        """The committer over the real intent log, EndTxn client and fencer."""
         assert options.transactional_id_prefix is not None
-        self._options = options
-        self._prefix = options.transactional_id_prefix
-        self._intents = IntentLog(options.kafka, self._prefix, options.metadata_timeout_ms / 1000)
+        prefix = options.transactional_id_prefix
+        settings = CommitSettings(prefix, options.transaction_timeout_ms, options.take_over_prefix)
+        store = IntentLog(options.kafka, prefix, options.metadata_timeout_ms / 1000)
+        return cls(settings, store, _KafkaEnder(options), _ProducerFencer(options))
 
-    def _end(self, handles: Sequence[TxnHandle], commit: bool, pause_after_first: bool = False) -> None:
-        with TxnController(self._options.kafka) as controller:
-            for i, handle in enumerate(handles):
-                controller.end([handle], commit)
-                if pause_after_first and i == 0:
-                    fault_point("after_first_txn")
+    # -- recovery ------------------------------------------------------------------------------------
 
-    def _finish(self, intent: IntentRecord, state: IntentState) -> None:
-        """Commit an intent's transactions to completion (repeating a commit writes nothing twice)."""
-        log.warning(
-            "completing batch %d of query %s from its commit intent (%d transactions)",
-            intent.batch_id,
-            intent.query_id,
-            len(intent.handles),
+    def recover(self) -> LogState:
+        """Resolve every pending intent (roll forward) and return the log's state afterwards.
+
+        Idempotent: a second run finds nothing pending. Raises TransactionError, naming the batch, when an
+        EndTxn answer leaves an outcome unknown; the intent then stays pending for the next attempt.
+        """
+        try:
+            state = self._store.read()
+            for intent in state.pending:
+                log.warning(
+                    "completing batch %d of query %s from its commit intent (%d transactions)",
+                    intent.batch_id,
+                    intent.query_id,
+                    len(intent.handles),
+                )
+                record = self._record_outcome(intent, self._end_all(intent, commit=True))
+                self._count(recovered=1)
+                if record.state != "done":
+                    log.error("%s", self._unfinished(record))
+                state.latest[intent.query_id] = record
+            return state
+        finally:
+            self._ender.close()
+
+    def check_owner(self, state: LogState, query_id: str) -> None:
+        """Refuse a writer for ``query_id`` on a prefix a different, live streaming query owns.
+
+        The owner is the streaming query that wrote last; it is live while its last record is younger
+        than ``transaction.timeout.ms`` (after that, every transaction it had open has been aborted by the
+        broker, so taking over loses nothing of it; if it comes back, its own check refuses it).
+        """
+        owner = state.owner()
+        if owner is None or owner.query_id == query_id or self._settings.take_over:
+            return
+        idle_ms = self._clock() - owner.at_ms
+        if idle_ms >= self._settings.transaction_timeout_ms:
+            log.warning(
+                "transactionalIdPrefix %r: taking over from query %s, idle for %d s",
+                self._prefix,
+                owner.query_id,
+                idle_ms // 1000,
+            )
+            return
+        raise ConfigError(
+            f"option transactionalIdPrefix={self._prefix!r} belongs to streaming query {owner.query_id}, "
+            f"which wrote batch {owner.batch_id} {max(idle_ms, 0) / 1000:.0f} s ago; two writers sharing a "
+            "prefix fence each other's transactions. Use another transactionalIdPrefix, or, if that query "
+            "is stopped for good (for example its checkpoint was deleted), set option "
+            "takeOverTransactionalIdPrefix=true"
         )
-        self._end(intent.handles, commit=True)
-        done = IntentRecord(intent.query_id, intent.batch_id, "done", (), intent.tids_in_use)
-        self._intents.append(done)
+
+    # -- commit and abort ----------------------------------------------------------------------------
+
+    def commit(
+        self, query_id: str, batch_id: int, results: Sequence[TaskResult], streaming: bool = True
+    ) -> None:
+        """Phase two for batch ``batch_id`` of ``query_id``: see the module docstring, steps 1-8.
+
+        Raises:
+            TransactionError: the batch is not (fully) committed; the message says what is visible and
+                what a restart does.
+            ConfigError: the prefix belongs to another live query.
+        """
+        self._faults("commit_start")
+        state = self.recover()
+        try:
+            handles = [r.handle for r in results if r.handle is not None]
+            if state.is_done(query_id, batch_id):
+                self._abort_quietly(handles, f"batch {batch_id} of query {query_id} was already committed")
+                self._count(replays=1)
+                return
+            try:
+                self.check_owner(state, query_id)
+            except ConfigError:
+                self._abort_quietly(handles, "the prefix belongs to another query")
+                raise
+            prior = state.record_for(query_id, batch_id)
+            committed = prior.committed if prior is not None and prior.state == "partial" else ()
+            if committed:
+                handles = self._skip_committed(query_id, batch_id, committed, results)
+            self._refuse_if_old(query_id, batch_id, [r for r in results if r.handle in handles], handles)
+            tids = len(results)
+            intent = IntentRecord(
+                query_id,
+                batch_id,
+                "intent",
+                tuple(handles),
+                max(tids, state.tids_in_use),
+                committed,
+                streaming,
+                self._clock(),
+            )
+            self._append_intent(intent)
+            self._faults("after_intent")
+            outcomes = self._end_all(intent, commit=True, pause_after_first=True)
+            if all(o == "committed" for o in outcomes.values()):
+                self._fence(range(tids, state.tids_in_use))
+                record = self._record_outcome(intent, outcomes, tids_in_use=tids)
+                log.info(
+                    "batch %d committed: %d transaction(s), %d record(s)",
+                    batch_id,
+                    len(handles),
+                    sum(h.records for h in handles),
+                )
+                self._faults("commit_end")
+                return
+            record = self._record_outcome(intent, outcomes)
+            raise TransactionError(self._unfinished(record))
+        finally:
+            self._ender.close()
+
+    def abort(self, query_id: str | None, batch_id: int, results: Sequence[TaskResult]) -> None:
+        """Spark gave up on the batch: roll forward if its intent was written, else abort its transactions.
+
+        Never aborts a transaction whose intent may have been written (an unconfirmed append) or that is
+        already committed (a partial batch's visible tasks).
+        """
+        try:
+            state = self._store.read()
+            handles = [r.handle for r in results if r.handle is not None and r.handle not in _IN_DOUBT]
+            record = state.record_for(query_id, batch_id) if query_id else None
+            if record is not None and record.state == "intent":
+                self._record_outcome(record, self._end_all(record, commit=True))
+                handles = [h for h in handles if h not in record.handles]
+            elif record is not None:
+                handles = [h for h in handles if h not in record.committed]
+            self._abort_quietly(handles, f"batch {batch_id} aborted by Spark")
+        finally:
+            self._ender.close()
+
+    def resolve(self, query_id: str, action: ResolveAction) -> IntentRecord:
+        """An operator's decision on a query's unfinished batch (``sparkafka txn resolve``).
+
+        ``commit``: roll a pending intent forward (what recovery does). ``abort``: abort a pending intent's
+        transactions; what was already committed stays (the batch becomes ``partial`` or ``abandoned``).
+        ``mark-done`` (partial or abandoned): count the batch as written; its other rows are not written by
+        the replay. ``rewrite`` (partial): forget what is visible; the replay writes the whole batch, so
+        the visible rows appear twice.
+        """
+        try:
+            record = self._store.read().latest.get(query_id)
+            allowed: dict[str, tuple[ResolveAction, ...]] = {
+                "intent": ("commit", "abort"),
+                "partial": ("mark-done", "rewrite"),
+                "abandoned": ("mark-done",),
+            }
+            if record is None or action not in allowed.get(record.state, ()):
+                state = "no record" if record is None else f"its batch {record.batch_id} is {record.state}"
+                choices = ", ".join(allowed.get(record.state, ())) if record else ""
+                raise ConfigError(
+                    f"cannot {action} query {query_id} of prefix {self._prefix!r}: {state}"
+                    + (f" (allowed: {choices})" if choices else " (nothing to resolve)")
+                )
+            if action in ("commit", "abort"):
+                return self._record_outcome(record, self._end_all(record, commit=action == "commit"))
+            if action == "mark-done":
+                done = record.with_state("done", handles=(), at_ms=self._clock())
+            else:
+                done = record.with_state("abandoned", handles=(), committed=(), at_ms=self._clock())
+            self._store.append(done)
+            return done
+        finally:
+            self._ender.close()
+
+    # -- steps -----------------------------------------------------------------------------------------
+
+    def _end_all(
+        self, intent: IntentRecord, commit: bool, pause_after_first: bool = False
+    ) -> dict[TxnHandle, TxnOutcome]:
+        outcomes: dict[TxnHandle, TxnOutcome] = {}
+        for i, handle in enumerate(intent.handles):
+            try:
+                outcomes[handle] = self._ender.end(handle, commit)
+            except TransactionError as e:
+                raise TransactionError(
+                    f"{e}; batch {intent.batch_id} of query {intent.query_id} stays pending: its outcome is "
+                    "learned when this EndTxn is answered (the next writer retries it), or decided with "
+                    f"`sparkafka txn resolve --prefix {self._prefix}`"
+                ) from e
+            if pause_after_first and i == 0:
+                self._faults("after_first_txn")
+        return outcomes
+
+    def _record_outcome(
+        self, intent: IntentRecord, outcomes: dict[TxnHandle, TxnOutcome], tids_in_use: int | None = None
+    ) -> IntentRecord:
+        """Append what became of an intent's transactions; a finished batch write's key is deleted."""
+        committed = tuple(h for h in intent.handles if outcomes[h] == "committed")
+        aborted = tuple(h for h in intent.handles if outcomes[h] == "aborted")
+        visible = intent.committed + committed
+        state: Literal["done", "partial", "abandoned"] = (
+            "done" if not aborted else "partial" if visible else "abandoned"
+        )
+        record = intent.with_state(
+            state,
+            handles=aborted,
+            committed=visible,
+            at_ms=self._clock(),
+            tids_in_use=intent.tids_in_use if tids_in_use is None else tids_in_use,
+        )
+        if not record.streaming and state != "partial":
+            try:
+                self._store.forget(record.query_id)
+            except BrokerError as e:  # the intent stays pending: a later recovery resolves it again
+                log.warning("could not delete the finished batch write's record: %s", e)
+        else:
+            self._store.append(record)
         self._count(
-            batches=1, transactions=len(intent.handles), records=sum(h.records for h in intent.handles)
+            batches=int(state == "done"),
+            transactions=len(committed),
+            records=sum(h.records for h in committed),
+            partial=int(state == "partial"),
+            abandoned=int(state == "abandoned"),
         )
-        state.last_done[intent.query_id] = max(intent.batch_id, state.last_done.get(intent.query_id, -1))
-        state.pending.remove(intent)
+        return record
 
-    def recover(self) -> IntentState:
-        state = self._intents.read()
-        for intent in list(state.pending):
-            self._finish(intent, state)
-        return state
+    def _unfinished(self, record: IntentRecord) -> str:
+        """The error for a batch the broker partly or wholly aborted before the commit reached it."""
+        aborted = ", ".join(h.transactional_id for h in record.handles)
+        what = (
+            f"batch {record.batch_id} of query {record.query_id} is {record.state}: the broker had aborted "
+            f"{len(record.handles)} of its transactions ({aborted}) before the commit reached them "
+            "(kafka.transaction.timeout.ms passed, or another producer took the same transactional ids)"
+        )
+        if record.committed:
+            tasks = ", ".join(str(h.task) for h in record.committed)
+            rows = sum(h.records for h in record.committed)
+            what += f"; the rows of tasks {tasks} ({rows} records) are visible"
+        else:
+            what += "; nothing of it is visible"
+        if not record.streaming:
+            return (
+                what
+                + ". Rerun the job"
+                + (" (the visible rows would be written again)" if record.committed else "")
+            )
+        rest = "only the other tasks' rows" if record.committed else "the batch"
+        return (
+            f"{what}. Restart the query: Spark replays the batch and sparkafka writes {rest} exactly once "
+            "(exact when the replay produces the same rows per task: deterministic transforms, unchanged "
+            "partitioning)"
+        )
 
-    def _abort_quietly(self, handles: Sequence[TxnHandle], why: str) -> None:
+    def _skip_committed(
+        self, query_id: str, batch_id: int, committed: tuple[TxnHandle, ...], results: Sequence[TaskResult]
+    ) -> list[TxnHandle]:
+        """A partial batch's replay: abort the visible tasks' new transactions, keep the others."""
+        by_task = {r.task: r for r in results}
+        handles = [r.handle for r in results if r.handle is not None]
+        for done in committed:
+            now = by_task[done.task].records if done.task in by_task else 0
+            if now != done.records:
+                self._abort_quietly(handles, "the replay of a partly committed batch differs")
+                visible = ", ".join(f"{h.task} ({h.records} records)" for h in committed)
+                raise TransactionError(
+                    f"batch {batch_id} of query {query_id} was partly committed (tasks {visible} are "
+                    f"visible) and its replay differs: task {done.task} has {now} records now, "
+                    f"{done.records} then, so the rest cannot be published exactly once. Nothing of the "
+                    "replay was written. Replays match when transforms are deterministic and the "
+                    "partitioning is unchanged. Resolve with `sparkafka txn resolve --prefix "
+                    f"{self._prefix} --query {query_id} mark-done --yes` (the batch counts as written; its "
+                    "other rows are not written) or `... rewrite --yes` (the replay writes the whole batch; "
+                    "the visible rows appear twice)"
+                )
+        tasks = {h.task for h in committed}
+        self._abort_quietly(
+            [h for h in handles if h.task in tasks], f"tasks {sorted(tasks)} of batch {batch_id} are visible"
+        )
+        return [h for h in handles if h.task not in tasks]
+
+    def _refuse_if_old(
+        self, query_id: str, batch_id: int, results: Sequence[TaskResult], handles: Sequence[TxnHandle]
+    ) -> None:
+        if not results:
+            return
+        timeout = self._settings.transaction_timeout_ms
+        margin = timeout_margin_ms(timeout)
+        age = self._clock() - min(r.started_ms for r in results)
+        if age <= timeout - margin:
+            if age > timeout // 2:
+                log.warning(
+                    "batch %d: its oldest transaction is %d ms old, over half of transaction.timeout.ms=%d",
+                    batch_id,
+                    age,
+                    timeout,
+                )
+            return
+        self._abort_quietly(handles, f"batch {batch_id} is too old to commit safely")
+        raise TransactionError(
+            f"batch {batch_id} of query {query_id} was not committed: its oldest transaction is "
+            f"{age / 1000:.1f} s old, past {(timeout - margin) / 1000:.1f} s (kafka.transaction.timeout.ms="
+            f"{timeout} less a margin of {margin / 1000:.0f} s), so the broker could abort it while the "
+            "commit runs. Its transactions were aborted and nothing of the batch is visible; Spark "
+            "replays it on restart. Make batches shorter (maxRecordsPerTrigger, no more tasks than "
+            "cores) or raise kafka.transaction.timeout.ms, up to the broker's transaction.max.timeout.ms"
+        )
+
+    def _append_intent(self, intent: IntentRecord) -> None:
+        """Append the intent; on failure read the log back before deciding anything."""
+        try:
+            self._store.append(intent)
+        except IntentWriteError as e:
+            failure: Exception = e
+        else:
+            return
+        try:
+            found = self._store.read().record_for(intent.query_id, intent.batch_id)
+        except BrokerError as e:
+            found, failure = None, e
+        if found is not None and found.state == "intent" and set(found.handles) == set(intent.handles):
+            log.warning("the intent of batch %d was written after all (read back)", intent.batch_id)
+            return
+        _IN_DOUBT.update(intent.handles)
+        raise TransactionError(
+            f"batch {intent.batch_id} of query {intent.query_id} was not committed: its commit intent could "
+            f"not be confirmed ({failure}). Its transactions are left as they are, since the intent may "
+            "still be stored; on restart recovery resolves them, or the replay's tasks abort them"
+        ) from failure
+
+    def _abort_quietly(self, handles: Iterable[TxnHandle], why: str) -> None:
+        handles = list(handles)
         if not handles:
             return
         log.info("aborting %d transaction(s): %s", len(handles), why)
-        try:
-            self._end(handles, commit=False)
-        except TransactionError as e:
-            # A fenced or already-finished transaction needs no abort; the broker aborts open ones on fence.
-            log.warning("abort: %s", e)
-
-    def commit(self, query_id: str, batch_id: int, results: Sequence[TaskResult]) -> None:
-        state = self.recover()
-        handles = [r.handle for r in results if r.handle is not None]
-        if state.is_done(query_id, batch_id):
-            self._abort_quietly(
-                handles, f"batch {batch_id} of query {query_id} was already committed (replay)"
-            )
-            self._count(replays=1)
-            return
-        self._warn_if_old(results)
-        tids = len(results)
-        intent = IntentRecord(query_id, batch_id, "intent", tuple(handles), max(tids, state.tids_in_use))
-        self._intents.append(intent)
-        fault_point("after_intent")
-        self._end(handles, commit=True, pause_after_first=True)
-        self._fence(range(tids, state.tids_in_use))
-        self._intents.append(IntentRecord(query_id, batch_id, "done", (), tids))
-        self._count(batches=1, transactions=len(handles), records=sum(h.records for h in handles))
-        log.info(
-            "batch %d committed: %d transaction(s), %d record(s)",
-            batch_id,
-            len(handles),
-            sum(h.records for h in handles),
-        )
-        fault_point("commit_end")
-
-    def abort(self, query_id: str | None, batch_id: int, results: Sequence[TaskResult]) -> None:
-        state = self._intents.read()
-        handles = [r.handle for r in results if r.handle is not None]
-        intent = state.intent_for(query_id, batch_id) if query_id else None
-        if intent is not None:
-            # The decision to commit was recorded: roll forward, never back.
-            self._finish(intent, state)
-            handles = [h for h in handles if h not in intent.handles]
-        self._abort_quietly(handles, f"batch {batch_id} aborted by Spark")
-
-    def _count(self, **increments: int) -> None:
-        """Add to the sink's counters (``sink_metrics``); a metrics file that cannot be written only warns."""
-        path = default_metrics_path("sink", self._prefix)
-        try:
-            data = read_json(path) or {}
-            for key, n in increments.items():
-                data[key] = int(data.get(key, 0)) + n
-            write_json_atomically(path, data)
-        except (OSError, ValueError) as e:
-            log.warning("could not update sink metrics %s: %s", path, e)
+        for handle in handles:
+            try:
+                self._ender.end(handle, commit=False)
+            except TransactionError as e:  # unknown outcome: the broker aborts it on fence or timeout
+                log.warning("abort: %s", e)
 
     def _fence(self, tasks: range) -> None:
         """Abort whatever transactional ids no longer used by any task hold (parallelism went down)."""
         for task in tasks:
             tid = transactional_id(self._prefix, task)
-            producer, _, _ = open_transactional_producer(self._options.kafka, tid)
-            producer.close()
+            self._fencer.fence(tid)
             log.info("fenced unused transactional id %s", tid)
 
-    def _warn_if_old(self, results: Sequence[TaskResult]) -> None:
-        if not results:
+
+class _MetricsCounter:
+    """Adds to the sink's counters file (``sink_metrics``); a file that cannot be written only warns."""
+
+    def __init__(self, prefix: str) -> None:
+        self._path = default_metrics_path("sink", prefix)
+
+    def __call__(self, **increments: int) -> None:
+        increments = {k: n for k, n in increments.items() if n}
+        if not increments:
             return
-        age_ms = int(time.time() * 1000) - min(r.started_ms for r in results)
-        timeout = self._options.transaction_timeout_ms
-        if age_ms > timeout // 2:
-            log.warning(
-                "the oldest transaction of this batch is %d ms old, over half of transaction.timeout.ms=%d: "
-                "the broker aborts transactions older than that, so commits and recovery must finish "
-                "sooner (raise kafka.transaction.timeout.ms up to the broker's transaction.max.timeout.ms)",
-                age_ms,
-                timeout,
-            )
+        try:
+            data = read_json(self._path) or {}
+            for key, n in increments.items():
+                data[key] = int(data.get(key, 0)) + n
+            write_json_atomically(self._path, data)
+        except (OSError, ValueError) as e:
+            log.warning("could not update sink metrics %s: %s", self._path, e)
+
+
+class _KafkaEnder:
+    """``TxnEnder`` over one kafka-python connection, opened on first use and closed by ``close``."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self._conf = options.kafka
+        self._controller: TxnController | None = None
+
+    def end(self, handle: TxnHandle, commit: bool) -> TxnOutcome:
+        if self._controller is None:
+            self._controller = TxnController(self._conf)
+        return self._controller.end(handle, commit)
+
+    def close(self) -> None:
+        if self._controller is not None:
+            self._controller.close()
+            self._controller = None
+
+
+class _ProducerFencer:
+    def __init__(self, options: SinkOptions) -> None:
+        self._conf = options.kafka
+
+    def fence(self, transactional_id: str) -> None:
+        producer, _, _ = open_transactional_producer(self._conf, transactional_id)
+        producer.close()
 
 
 def claim_transactional_ids(options: SinkOptions, count: int) -> None:
     """Record that ids ``<prefix>-0`` .. ``<prefix>-(count-1)`` may hold transactions, before first use.
 
-    A crash can leave a transaction open under an id that no later run uses (parallelism went down);
-    the claim lets a later commit find and fence it. Written only when parallelism grows.
+    Runs in an executor task. A crash can leave a transaction open under an id that no later run uses
+    (parallelism went down); the claim lets a later commit find and fence it. Written only when
+    parallelism grows.
     """
     assert options.transactional_id_prefix is not None
     intents = IntentLog(options.kafka, options.transactional_id_prefix, options.metadata_timeout_ms / 1000)
-    intents.append(IntentRecord("", -1, "claim", (), count))
+    intents.append(IntentRecord("", -1, "claim", (), count, at_ms=_wall_ms()))

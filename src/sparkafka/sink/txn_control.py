@@ -3,6 +3,11 @@
 librdkafka cannot resume another process's transaction. The driver commits (or aborts) a task's flushed
 transaction by sending EndTxn with the task producer's transactional id, producer id and epoch to the
 transaction coordinator, which then writes the COMMIT/ABORT markers: Flink's recoverAndCommit.
+
+Each EndTxn answer says what became of the transaction (``classify``): the driver records that outcome
+instead of failing on it, so a transaction the broker aborted (timeout, fencing) never wedges a query.
+The answer is exact only while no InitProducerId has bumped the id's epoch since the transaction was
+flushed; the sink keeps it so (recovery runs before a batch's tasks open transactions).
 """
 
 from __future__ import annotations
@@ -11,12 +16,12 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from sparkafka.clientconf import to_kafka_python_config
 from sparkafka.errors import TransactionError
 
-__all__ = ["TxnController", "TxnHandle"]
+__all__ = ["TxnController", "TxnHandle", "TxnOutcome", "classify"]
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +34,50 @@ _RETRIABLE = {
     16,  # NOT_COORDINATOR
     51,  # CONCURRENT_TRANSACTIONS: markers of an earlier EndTxn are still being written
 }
+_INVALID_PRODUCER_EPOCH = 47
+_INVALID_TXN_STATE = 48
+_PRODUCER_FENCED = 90
 _NAMES = {
-    47: "INVALID_PRODUCER_EPOCH",
-    48: "INVALID_TXN_STATE",
+    _INVALID_PRODUCER_EPOCH: "INVALID_PRODUCER_EPOCH",
+    _INVALID_TXN_STATE: "INVALID_TXN_STATE",
     49: "INVALID_PRODUCER_ID_MAPPING",
     53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-    90: "PRODUCER_FENCED",
+    _PRODUCER_FENCED: "PRODUCER_FENCED",
 }
+
+TxnOutcome = Literal["committed", "aborted"]
+
+
+def classify(code: int, commit: bool) -> TxnOutcome | None:
+    """What an EndTxn answer says became of the transaction; None when it says nothing sure.
+
+    Apache Kafka's coordinator (``TransactionCoordinator.handleEndTransaction``), for the pid and epoch the
+    transaction was written with:
+
+    ======================== ======================== =========================================
+    answer                   to EndTxn(commit)        to EndTxn(abort)
+    ======================== ======================== =========================================
+    NONE                     committed (now, or a     aborted (now, or a repeated abort)
+                             repeated commit)
+    PRODUCER_FENCED /        aborted: the epoch was   aborted: likewise
+    INVALID_PRODUCER_EPOCH   bumped by a timeout
+                             abort (or a newer
+                             InitProducerId) while
+                             the transaction was open
+    INVALID_TXN_STATE        aborted (CompleteAbort)  committed (CompleteCommit)
+    anything else            unknown                  unknown
+    ======================== ======================== =========================================
+
+    The fenced rows hold while no InitProducerId ran on the id after the transaction ended (an
+    InitProducerId bumps the epoch of a committed transaction's id too); the sink orders its steps so.
+    """
+    if code == _NONE:
+        return "committed" if commit else "aborted"
+    if code in (_PRODUCER_FENCED, _INVALID_PRODUCER_EPOCH):
+        return "aborted"
+    if code == _INVALID_TXN_STATE:
+        return "aborted" if commit else "committed"
+    return None
 
 
 @dataclass(frozen=True)
@@ -46,13 +88,24 @@ class TxnHandle:
     producer_id: int
     epoch: int
     records: int = 0
+    """Records the task produced into the transaction."""
+    task: int = 0
+    """The Spark task (partition) index that wrote it: ``<prefix>-<task>`` is its transactional id."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"tid": self.transactional_id, "pid": self.producer_id, "epoch": self.epoch, "n": self.records}
+        return {
+            "tid": self.transactional_id,
+            "pid": self.producer_id,
+            "epoch": self.epoch,
+            "n": self.records,
+            "task": self.task,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TxnHandle:
-        return cls(str(data["tid"]), int(data["pid"]), int(data["epoch"]), int(data.get("n", 0)))
+        tid = str(data["tid"])
+        task = data.get("task", tid.rpartition("-")[2])  # records written before "task" was stored
+        return cls(tid, int(data["pid"]), int(data["epoch"]), int(data.get("n", 0)), int(task))
 
 
 class TxnController:
@@ -80,10 +133,19 @@ class TxnController:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def end(self, handles: Iterable[TxnHandle], commit: bool) -> None:
-        """Commit (or abort) every transaction; raises TransactionError naming the first that fails."""
-        for handle in handles:
-            self._end_one(handle, commit)
+    def end(self, handle: TxnHandle, commit: bool) -> TxnOutcome:
+        """Send EndTxn(commit or abort) for one transaction and say what became of it (``classify``).
+
+        Retriable answers and connection failures are retried until the timeout.
+
+        Raises:
+            TransactionError: the answer says nothing sure (e.g. INVALID_PRODUCER_ID_MAPPING, an
+                authorization failure), or no answer came in time.
+        """
+        return self._end_one(handle, commit)
+
+    def end_all(self, handles: Iterable[TxnHandle], commit: bool) -> dict[TxnHandle, TxnOutcome]:
+        return {handle: self._end_one(handle, commit) for handle in handles}
 
     def _coordinator(self, transactional_id: str) -> Any:
         from kafka.protocol.metadata import FindCoordinatorRequest
@@ -95,7 +157,7 @@ class TxnController:
             raise _RetryError(f"FindCoordinator error {response.error_code}")
         return self._client.cluster.add_coordinator(response, 1, transactional_id)
 
-    def _end_one(self, handle: TxnHandle, commit: bool) -> None:
+    def _end_one(self, handle: TxnHandle, commit: bool) -> TxnOutcome:
         from kafka.protocol.producer import EndTxnRequest
 
         what = "commit" if commit else "abort"
@@ -104,6 +166,10 @@ class TxnController:
         while True:
             try:
                 node = self._coordinator(handle.transactional_id)
+                # EndTxn v3 at most: below v5 the broker runs the transaction as transaction version 1
+                # even on a Kafka 4.x cluster with KIP-890 enabled (no epoch bump at each transaction's
+                # end), which resuming another process's transaction by (pid, epoch) relies on. librdkafka
+                # 2.16 also sends v0-1. Keep it below 5.
                 request = EndTxnRequest(
                     transactional_id=handle.transactional_id,
                     producer_id=handle.producer_id,
@@ -119,9 +185,10 @@ class TxnController:
                 code, reason = -1, f"{type(e).__name__}: {e}"
             else:
                 reason = _NAMES.get(code, f"error {code}")
-            if code == _NONE:
-                log.debug("%s of %s done", what, handle)
-                return
+            outcome = classify(code, commit) if code != -1 else None
+            if outcome is not None:
+                log.debug("%s of %s: %s (%s)", what, handle, outcome, reason if code else "NONE")
+                return outcome
             if code not in _RETRIABLE and code != -1:
                 raise TransactionError(
                     f"{what} of transaction {handle.transactional_id} (producer id {handle.producer_id}, "

@@ -3,30 +3,68 @@
 Process model (measured, PySpark 4.3): ``streamWriter()`` is called for every micro-batch in a planner
 process before the batch's tasks start, and again in Spark's sink runner, which calls ``commit`` or
 ``abort`` on that fresh instance. Exactly-once recovery therefore runs in the constructor: a crashed
-commit is finished before a replayed batch's tasks fence the transactional ids again.
+commit is resolved before a replayed batch's tasks fence the transactional ids again, which keeps every
+EndTxn answer exact (see ``twophase``). The prefix owner check runs there too, where the query id can be
+known: a streaming query's from its checkpoint's ``metadata`` file (local checkpoints; otherwise at
+commit), a batch write's from its job id.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from sparkafka.errors import ConfigError
 from sparkafka.sink.faults import fault_point
 from sparkafka.sink.options import InputColumns, SinkOptions
 from sparkafka.sink.task import TaskResult, write_task
 from sparkafka.sink.twophase import TwoPhaseCommitter, claim_transactional_ids
 
-__all__ = ["KafkaBatchWriter", "KafkaCommitMessage", "KafkaStreamWriter"]
+__all__ = ["SPECULATION_ENV", "KafkaBatchWriter", "KafkaCommitMessage", "KafkaStreamWriter"]
 
 log = logging.getLogger(__name__)
 
 _QUERY_ID = "sql.streaming.queryId"
 _MIN_TIMEOUT_MS = 60_000
+SPECULATION_ENV = "SPARKAFKA_SPARK_SPECULATION"
+"""Set by ``sparkafka.register`` in the Python workers' environment to the application's spark.speculation
+(the planner process that makes writers has no SparkConf)."""
+
+
+def check_no_speculation() -> None:
+    """Refuse exactly_once under speculation: two attempts of one task share its transactional id.
+
+    PySpark runs a task's ``write()`` before the commit coordinator picks an attempt, so a speculative
+    attempt's InitProducerId would abort the other attempt's flushed transaction.
+    """
+    if os.environ.get(SPECULATION_ENV, "").lower() == "true":
+        raise ConfigError(
+            "deliveryGuarantee=exactly_once cannot run with spark.speculation=true: two attempts of one "
+            "task share its transactional id and abort each other's transactions. Set spark.speculation="
+            "false for this application, or use deliveryGuarantee=at_least_once"
+        )
+
+
+def query_id_from_checkpoint(location: str | None) -> str | None:
+    """The streaming query id Spark keeps in ``<checkpointLocation>/metadata``; None if not readable here."""
+    if not location:
+        return None
+    path = location.removeprefix("file://") if location.startswith("file://") else location
+    path = path.removeprefix("file:")
+    if "://" in path:
+        return None  # a remote file system: the owner check waits for the commit, which knows the id
+    try:
+        return str(json.loads((Path(path) / "metadata").read_text())["id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 @dataclass
@@ -51,11 +89,15 @@ def _results(messages: Sequence[WriterCommitMessage | None]) -> tuple[str | None
 
 
 class _Writer:
-    def __init__(self, options: SinkOptions, columns: InputColumns) -> None:
+    def __init__(
+        self, options: SinkOptions, columns: InputColumns, query_id: str | None, streaming: bool
+    ) -> None:
         self._options = options
         self._columns = columns
+        self._streaming = streaming
         self._tids_in_use = 0
         if options.delivery == "exactly_once":
+            check_no_speculation()
             if options.transaction_timeout_ms < _MIN_TIMEOUT_MS:
                 log.warning(
                     "kafka.transaction.timeout.ms=%d is short: it must exceed the trigger interval plus the "
@@ -63,7 +105,11 @@ class _Writer:
                     "committed (Flink warns alike)",
                     options.transaction_timeout_ms,
                 )
-            self._tids_in_use = TwoPhaseCommitter(options).recover().tids_in_use
+            committer = TwoPhaseCommitter.for_options(options)
+            state = committer.recover()
+            if query_id is not None:
+                committer.check_owner(state, query_id)
+            self._tids_in_use = state.tids_in_use
 
     def _write(self, iterator: Iterator[pa.RecordBatch], query_id: str | None) -> KafkaCommitMessage:
         task, streaming_query = _task_context()
@@ -79,23 +125,26 @@ class _Writer:
         return KafkaCommitMessage(result, streaming_query or query_id)
 
     def _commit(self, messages: Sequence[WriterCommitMessage | None], batch_id: int) -> None:
-        fault_point("commit_start")
         query_id, results = _results(messages)
         if self._options.delivery != "exactly_once":
+            fault_point("commit_start")
             return  # tasks flushed (at_least_once) before reporting success
         if query_id is None:
             raise ValueError("commit messages name no single query id")
-        TwoPhaseCommitter(self._options).commit(query_id, batch_id, results)
+        TwoPhaseCommitter.for_options(self._options).commit(query_id, batch_id, results, self._streaming)
 
     def _abort(self, messages: Sequence[WriterCommitMessage | None], batch_id: int) -> None:
         if self._options.delivery != "exactly_once":
             return
         query_id, results = _results(messages)
-        TwoPhaseCommitter(self._options).abort(query_id, batch_id, results)
+        TwoPhaseCommitter.for_options(self._options).abort(query_id, batch_id, results)
 
 
 class KafkaStreamWriter(_Writer, DataSourceStreamArrowWriter):
     """``writeStream.format("sparkafka")``."""
+
+    def __init__(self, options: SinkOptions, columns: InputColumns) -> None:
+        super().__init__(options, columns, query_id_from_checkpoint(options.checkpoint_location), True)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return self._write(iterator, None)
@@ -111,8 +160,8 @@ class KafkaBatchWriter(_Writer, DataSourceArrowWriter):
     """``df.write.format("sparkafka")``: one job, committed like one micro-batch (batch id 0)."""
 
     def __init__(self, options: SinkOptions, columns: InputColumns) -> None:
-        super().__init__(options, columns)
         self._job = f"batch-{uuid.uuid4()}"
+        super().__init__(options, columns, self._job, False)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return self._write(iterator, self._job)

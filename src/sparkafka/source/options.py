@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from sparkafka.errors import ConfigError
 from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS, OptionReader
-from sparkafka.structs import TopicPartition
+from sparkafka.structs import INTERNAL_TOPIC_PREFIX, TopicPartition
 
 __all__ = [
     "AssignmentStrategy",
@@ -62,9 +62,13 @@ class Subscription:
     partitions: tuple[TopicPartition, ...] = ()
 
     def matches(self, topic: str) -> bool:
-        """Whether ``topic`` belongs to this subscription (for a pattern: a full match)."""
+        """Whether ``topic`` belongs to this subscription (for a pattern: a full match).
+
+        A pattern never matches sparkafka's internal topics: ``.*`` must not read the sink's intent logs.
+        """
         if self.pattern is not None:
-            return re.fullmatch(self.pattern, topic) is not None
+            internal = topic.startswith(INTERNAL_TOPIC_PREFIX)
+            return not internal and re.fullmatch(self.pattern, topic) is not None
         if self.partitions:
             return any(tp.topic == topic for tp in self.partitions)
         return topic in self.topics

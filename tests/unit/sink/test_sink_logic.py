@@ -12,7 +12,7 @@ from pyspark.sql import types as T  # noqa: N812
 from sparkafka.errors import ConfigError
 from sparkafka.kafka import partition_for_key
 from sparkafka.sink.identity import parse_acquired_pid
-from sparkafka.sink.intents import IntentRecord, fold
+from sparkafka.sink.intents import IntentRecord, fold, intent_topic, topic_settings
 from sparkafka.sink.options import input_columns, parse_sink_options
 from sparkafka.sink.routing import Router
 from sparkafka.sink.txn_control import TxnHandle
@@ -148,34 +148,77 @@ def test_parse_acquired_pid_takes_the_last_report() -> None:
     assert parse_acquired_pid(["nothing here"]) is None
 
 
-H1 = TxnHandle("p-0", 5, 1, 10)
-H2 = TxnHandle("p-1", 6, 2, 20)
+H1 = TxnHandle("p-0", 5, 1, 10, 0)
+H2 = TxnHandle("p-1", 6, 2, 20, 1)
 
 
-def test_fold_intents_done_pending_and_ids_in_use() -> None:
+def keyed(records: list[IntentRecord]) -> list[tuple[bytes | None, IntentRecord | None]]:
+    return [(r.key(), r) for r in records]
+
+
+def test_fold_keeps_each_querys_newest_record_and_the_ids_in_use() -> None:
     state = fold(
-        [
-            IntentRecord("q", 0, "intent", (H1,), 2),
-            IntentRecord("q", 0, "done", (), 2),
-            IntentRecord("q", 1, "intent", (H1, H2), 3),
-        ]
+        keyed(
+            [
+                IntentRecord("q", 0, "intent", (H1,), 2),
+                IntentRecord("q", 0, "done", (), 2),
+                IntentRecord("q", 1, "intent", (H1, H2), 3),
+            ]
+        )
     )
     assert state.is_done("q", 0)
     assert not state.is_done("q", 1)
     assert not state.is_done("other", 0)
     assert [r.batch_id for r in state.pending] == [1]
-    assert state.intent_for("q", 1) is not None
-    assert state.intent_for("q", 1).handles == (H1, H2)  # type: ignore[union-attr]
+    record = state.record_for("q", 1)
+    assert record is not None
+    assert record.handles == (H1, H2)
+    assert state.record_for("q", 0) is None  # overwritten: one record per query
     assert state.tids_in_use == 3
-    assert (
-        fold([*[IntentRecord("q", b, s, (), 1) for b in range(3) for s in ("intent", "done")]]).pending == []
-    )
+    records = [IntentRecord("q", b, s, (), 1) for b in range(3) for s in ("intent", "done")]
+    assert fold(keyed(records)).pending == []  # type: ignore[arg-type]
+
+
+def test_partial_and_abandoned_batches_are_not_done_and_not_pending() -> None:
+    for state in ("partial", "abandoned"):
+        folded = fold(keyed([IntentRecord("q", 4, state, (H2,), 2, (H1,))]))  # type: ignore[arg-type]
+        assert not folded.is_done("q", 4)
+        assert folded.is_done("q", 3)
+        assert folded.pending == []
+
+
+def test_tombstones_delete_a_finished_batch_write() -> None:
+    job = IntentRecord("batch-x", 0, "intent", (H1,), 1, streaming=False)
+    assert fold([(job.key(), job), (b"batch-x", None)]).latest == {}
+
+
+def test_owner_is_the_newest_streaming_writer() -> None:
+    records = [
+        IntentRecord("q1", 3, "done", at_ms=10),
+        IntentRecord("q2", 0, "done", at_ms=20),
+        IntentRecord("batch-y", 0, "partial", streaming=False, at_ms=30),
+    ]
+    owner = fold(keyed(records)).owner()
+    assert owner is not None
+    assert owner.query_id == "q2"
 
 
 def test_intent_record_round_trips() -> None:
-    record = IntentRecord("q-1", 42, "intent", (H1, H2), 4)
+    record = IntentRecord("q-1", 42, "partial", (H2,), 4, (H1,), streaming=False, at_ms=123)
     assert IntentRecord.from_json(record.to_json()) == record
-    assert record.key() == b"q-1/42"
+    assert record.key() == b"q-1"
+    assert IntentRecord("", -1, "claim", (), 3).key() == b"#claim"
+
+
+def test_records_written_before_tasks_were_stored_still_read() -> None:
+    old = (
+        b'{"batch": 1, "query": "q", "state": "intent", "tids": 2,'
+        b' "txns": [{"epoch": 1, "n": 3, "pid": 7, "tid": "p-1"}]}'
+    )
+    record = IntentRecord.from_json(old)
+    assert record.handles == (TxnHandle("p-1", 7, 1, 3, 1),)
+    with pytest.raises(ValueError, match="unknown intent state"):
+        IntentRecord.from_json(b'{"batch": 1, "query": "q", "state": "maybe"}')
 
 
 def test_claims_raise_the_ids_in_use_until_a_commit_fences_them() -> None:
@@ -184,8 +227,28 @@ def test_claims_raise_the_ids_in_use_until_a_commit_fences_them() -> None:
         IntentRecord("", -1, "claim", (), 3),
         IntentRecord("", -1, "claim", (), 2),  # a concurrent task's smaller claim does not lower it
     ]
-    assert fold(records).tids_in_use == 3
-    assert fold([*records, IntentRecord("q", 1, "done", (), 2)]).tids_in_use == 2
+    assert fold(keyed(records)).tids_in_use == 3
+    assert fold(keyed([*records, IntentRecord("q", 1, "done", (), 2)])).tids_in_use == 2
+
+
+def test_intent_topic_is_durable_where_the_cluster_allows() -> None:
+    assert topic_settings(1) == (
+        1,
+        {"cleanup.policy": "compact", "min.insync.replicas": "1", "segment.ms": "3600000"},
+    )
+    rf, config = topic_settings(5)
+    assert (rf, config["min.insync.replicas"]) == (3, "2")
+    assert topic_settings(2)[0] == 2
+    assert topic_settings(2)[1]["min.insync.replicas"] == "2"
+
+
+def test_patterns_never_match_internal_topics() -> None:
+    from sparkafka.source.options import Subscription
+
+    sub = Subscription(pattern=".*")
+    assert sub.matches("orders")
+    assert not sub.matches(intent_topic("orders-sink"))
+    assert not Subscription(pattern="_sparkafka.*").matches("_sparkafka-intents-x")
 
 
 def test_broker_rejecting_a_record_as_too_large_fails_the_flush_with_the_fix() -> None:

@@ -1,0 +1,348 @@
+"""The exactly-once decision table against the coordinator model: every fault point x timing x mode.
+
+A crash is the driver dying at a fault point; "timed_out" keeps it down past transaction.timeout.ms (the
+broker aborts every open transaction and bumps its epoch); "partly" keeps it down long enough for the
+batch's oldest transaction (task 2's) only to time out. Streaming queries are then restarted and Spark
+replays the batch (same id, same rows per task); a batch write is not replayed, and a later writer's
+recovery finds what it left.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparkafka.errors import ConfigError, TransactionError
+from sparkafka.sink.twophase import timeout_margin_ms
+from sparkafka.sink.txn_control import classify
+
+from .coordinator_model import Crash, World, crash_at
+
+TIMEOUT = 60_000
+Q = "query-1"
+POINTS = ("commit_start", "after_intent", "after_first_txn", "commit_end")
+TIMINGS = ("in_time", "timed_out", "partly")
+
+
+def rows_of(batch: int, tasks: int = 3, per_task: int = 4) -> list[list[bytes]]:
+    return [[f"b{batch}-t{t}-r{r}".encode() for r in range(per_task)] for t in range(tasks)]
+
+
+def flat(rows: list[list[bytes]]) -> Counter[bytes]:
+    return Counter(r for task in rows for r in task)
+
+
+# Task 2's transaction started half a timeout before the others: "partly" then times out only task 2.
+STAGGER = [0, 0, TIMEOUT // 2]
+DOWN = {"in_time": 1_000, "timed_out": TIMEOUT + 1_000, "partly": TIMEOUT * 6 // 10}
+
+
+def crash_batch(world: World, query: str, batch: int, point: str, timing: str, streaming: bool) -> None:
+    world.make_writer(query)
+    results = world.run_tasks(rows_of(batch), STAGGER)
+    with pytest.raises(Crash):
+        world.committer(crash_at(point)).commit(query, batch, results, streaming)
+    world.clock.advance(DOWN[timing])
+
+
+def run_batch(world: World, query: str, batch: int, streaming: bool = True) -> None:
+    world.make_writer(query)
+    world.committer().commit(query, batch, world.run_tasks(rows_of(batch)), streaming)
+
+
+@pytest.mark.parametrize(("point", "timing"), list(itertools.product(POINTS, TIMINGS)))
+def test_streaming_crash_then_replay_is_exactly_once(point: str, timing: str) -> None:
+    world = World(timeout_ms=TIMEOUT)
+    run_batch(world, Q, 0)
+    crash_batch(world, Q, 1, point, timing, streaming=True)
+    run_batch(world, Q, 1)  # Spark's replay: same batch id, same rows per task
+    run_batch(world, Q, 2)
+    assert Counter(world.coordinator.visible) == flat(rows_of(0)) + flat(rows_of(1)) + flat(rows_of(2))
+    assert world.coordinator.open_transactions() == []
+    assert world.log.read().latest[Q].state == "done"
+    if point == "commit_end":
+        assert world.counters["replays"] == 1
+
+
+# What a crashed batch write leaves visible once a later writer has recovered: rows of tasks.
+BATCH_EXPECTED = {
+    ("commit_start", "in_time"): (),
+    ("commit_start", "timed_out"): (),
+    ("commit_start", "partly"): (),
+    ("after_intent", "in_time"): (0, 1, 2),
+    ("after_intent", "timed_out"): (),
+    ("after_intent", "partly"): (0, 1),
+    ("after_first_txn", "in_time"): (0, 1, 2),
+    ("after_first_txn", "timed_out"): (0,),
+    ("after_first_txn", "partly"): (0, 1),
+    ("commit_end", "in_time"): (0, 1, 2),
+    ("commit_end", "timed_out"): (0, 1, 2),
+    ("commit_end", "partly"): (0, 1, 2),
+}
+
+
+@pytest.mark.parametrize(("point", "timing"), list(itertools.product(POINTS, TIMINGS)))
+def test_batch_write_crash_is_recovered_to_a_recorded_outcome(point: str, timing: str) -> None:
+    world = World(timeout_ms=TIMEOUT)
+    job = "batch-1"
+    crash_batch(world, job, 0, point, timing, streaming=False)
+    world.make_writer("batch-2")  # the next job's writer recovers what the crash left
+    tasks = BATCH_EXPECTED[(point, timing)]
+    rows = rows_of(0)
+    assert Counter(world.coordinator.visible) == Counter(r for t in tasks for r in rows[t])
+    record = world.log.read().latest.get(job)
+    if len(tasks) in (0, 3):  # done or abandoned (or never intended): the job's key is deleted
+        assert record is None
+    else:  # partial: kept for the operator, naming what is visible
+        assert record is not None
+        assert record.state == "partial"
+        assert tuple(sorted(h.task for h in record.committed)) == tasks
+    # A rerun of a job that left nothing visible writes it exactly once.
+    if not tasks:
+        run_batch(world, "batch-2", 0, streaming=False)
+        assert Counter(world.coordinator.visible) == flat(rows)
+    world.make_writer("batch-3")
+    assert world.coordinator.open_transactions() == [] or point == "commit_start"
+
+
+def test_recovery_never_wedges_after_the_broker_aborted_the_intent() -> None:
+    """The reported Apache Kafka scenario: down past the timeout after the intent; every restart worked."""
+    world = World(timeout_ms=10_000)
+    world.make_writer(Q)
+    results = world.run_tasks(rows_of(0))
+    with pytest.raises(Crash):
+        world.committer(crash_at("after_intent")).commit(Q, 0, results)
+    world.clock.advance(25_000)
+    state = world.make_writer(Q)  # used to fail with PRODUCER_FENCED forever
+    assert state.latest[Q].state == "abandoned"
+    assert world.make_writer(Q).latest[Q].state == "abandoned"  # idempotent: nothing pending
+    run_batch(world, Q, 0)
+    assert Counter(world.coordinator.visible) == flat(rows_of(0))
+
+
+def test_timeout_while_committing_fails_the_batch_and_the_replay_writes_the_rest() -> None:
+    world = World(timeout_ms=TIMEOUT)
+    world.make_writer(Q)
+    results = world.run_tasks(rows_of(0), STAGGER)
+
+    def stall(name: str) -> None:  # the driver is slow after committing the first transaction
+        if name == "after_first_txn":
+            world.clock.advance(TIMEOUT * 6 // 10)
+
+    with pytest.raises(TransactionError, match="batch 0 of query query-1 is partial") as info:
+        world.committer(stall).commit(Q, 0, results)
+    assert "rows of tasks 0, 1 (8 records) are visible" in str(info.value)
+    world.committer().abort(Q, 0, results)  # Spark aborts after a failed commit: nothing more to undo
+    assert Counter(world.coordinator.visible) == Counter(r for t in (0, 1) for r in rows_of(0)[t])
+    run_batch(world, Q, 0)
+    assert Counter(world.coordinator.visible) == flat(rows_of(0))
+    assert world.counters["partial"] == 1
+
+
+def test_old_batch_is_aborted_before_an_intent_is_written() -> None:
+    world = World(timeout_ms=TIMEOUT)
+    world.make_writer(Q)
+    too_old = TIMEOUT - timeout_margin_ms(TIMEOUT) + 1
+    results = world.run_tasks(rows_of(0), [too_old, 0, 0])
+    with pytest.raises(TransactionError, match=r"oldest transaction is 54\.0 s old, past 54\.0 s"):
+        world.committer().commit(Q, 0, results)
+    assert world.log.read().latest == {}  # no intent
+    assert world.coordinator.open_transactions() == []  # aborted, not left to time out
+    run_batch(world, Q, 0)
+    assert Counter(world.coordinator.visible) == flat(rows_of(0))
+
+
+def test_margin_is_a_tenth_bounded_by_five_seconds_and_half() -> None:
+    assert timeout_margin_ms(900_000) == 90_000
+    assert timeout_margin_ms(60_000) == 6_000
+    assert timeout_margin_ms(10_000) == 5_000
+    assert timeout_margin_ms(4_000) == 2_000
+
+
+@pytest.mark.parametrize("fate", ["landed", "lost"])
+def test_ambiguous_intent_write_is_read_back_before_deciding(fate: str) -> None:
+    world = World(timeout_ms=TIMEOUT)
+    world.make_writer(Q)
+    results = world.run_tasks(rows_of(0))
+    world.log.fail_next = fate
+    committer = world.committer()
+    if fate == "landed":
+        committer.commit(Q, 0, results)  # found on read-back: the commit goes on
+        assert Counter(world.coordinator.visible) == flat(rows_of(0))
+        return
+    with pytest.raises(TransactionError, match="commit intent could not be confirmed"):
+        committer.commit(Q, 0, results)
+    world.committer().abort(Q, 0, results)  # Spark's abort must leave them alone: the intent may land
+    aborts = [h for h, commit in world.ender.sent if not commit]
+    assert aborts == []
+    assert sorted(world.coordinator.open_transactions()) == ["p-0", "p-1", "p-2"]
+    run_batch(world, Q, 0)  # the replay's tasks fence them; exactly once
+    assert Counter(world.coordinator.visible) == flat(rows_of(0))
+
+
+def test_late_landing_intent_of_a_fenced_batch_is_recovered_as_abandoned() -> None:
+    world = World(timeout_ms=TIMEOUT)
+    world.make_writer(Q)
+    old = world.run_tasks(rows_of(0))
+    run_batch(world, Q, 0)  # the replay fenced the old attempt's ids and committed
+    stale = world.log.read().latest[Q]
+    from sparkafka.sink.intents import IntentRecord
+
+    late = IntentRecord("query-old", 0, "intent", tuple(r.handle for r in old if r.handle), 3)
+    world.log.append(late)  # a record that landed late, from a query no longer running
+    world.make_writer(Q)
+    assert world.log.read().latest["query-old"].state == "abandoned"
+    assert world.log.read().latest[Q] == stale
+    assert Counter(world.coordinator.visible) == flat(rows_of(0))
+
+
+def test_concurrent_attempt_of_a_task_fails_the_commit_never_loses_rows() -> None:
+    """Two attempts of task 0 (speculation): the second InitProducerId aborts the first's transaction."""
+    world = World(timeout_ms=TIMEOUT)
+    world.make_writer(Q)
+    results = world.run_tasks(rows_of(0))
+    world.coordinator.init_producer_id("p-0")  # the other attempt starts
+    with pytest.raises(TransactionError, match="batch 0 of query query-1 is partial"):
+        world.committer().commit(Q, 0, results)
+    run_batch(world, Q, 0)
+    assert Counter(world.coordinator.visible) == flat(rows_of(0))
+
+
+def test_partial_replay_that_differs_is_refused_and_resolvable() -> None:
+    world = World(timeout_ms=TIMEOUT)
+    crash_batch(world, Q, 0, "after_intent", "partly", streaming=True)
+    world.make_writer(Q)
+    different = rows_of(0)
+    different[0] = different[0][:-1]  # a nondeterministic transform: task 0 has one row fewer now
+    results = world.run_tasks(different)
+    with pytest.raises(TransactionError, match="task 0 has 3 records now, 4 then") as info:
+        world.committer().commit(Q, 0, results)
+    assert "sparkafka txn resolve --prefix p --query query-1 mark-done --yes" in str(info.value)
+    assert world.coordinator.open_transactions() == []
+    visible_before = Counter(world.coordinator.visible)
+    world.committer().resolve(Q, "mark-done")
+    run_batch(world, Q, 0)  # now a replay of a done batch: aborted
+    assert Counter(world.coordinator.visible) == visible_before
+    run_batch(world, Q, 1)
+    assert Counter(world.coordinator.visible) == visible_before + flat(rows_of(1))
+
+
+def test_resolve_rewrite_writes_the_whole_batch_again() -> None:
+    world = World(timeout_ms=TIMEOUT)
+    crash_batch(world, Q, 0, "after_intent", "partly", streaming=True)
+    world.make_writer(Q)
+    world.committer().resolve(Q, "rewrite")
+    run_batch(world, Q, 0)
+    assert Counter(world.coordinator.visible) == flat(rows_of(0)) + Counter(
+        r for t in (0, 1) for r in rows_of(0)[t]
+    )
+
+
+@pytest.mark.parametrize(
+    ("action", "state", "visible_tasks"), [("commit", "done", (0, 1, 2)), ("abort", "abandoned", ())]
+)
+def test_resolve_a_pending_intent_deliberately(
+    action: str, state: str, visible_tasks: tuple[int, ...]
+) -> None:
+    world = World(timeout_ms=TIMEOUT)
+    world.make_writer(Q)
+    results = world.run_tasks(rows_of(0))
+    with pytest.raises(Crash):
+        world.committer(crash_at("after_intent")).commit(Q, 0, results)
+    record = world.committer().resolve(Q, action)  # type: ignore[arg-type]
+    assert record.state == state
+    assert Counter(world.coordinator.visible) == Counter(r for t in visible_tasks for r in rows_of(0)[t])
+    with pytest.raises(ConfigError, match=r"nothing to resolve|allowed"):
+        world.committer().resolve(Q, action)  # type: ignore[arg-type]
+
+
+def test_owner_check_refuses_a_second_live_query_and_allows_take_over() -> None:
+    world = World(timeout_ms=TIMEOUT)
+    run_batch(world, Q, 0)
+    with pytest.raises(
+        ConfigError, match=r"belongs to streaming query query-1.*takeOverTransactionalIdPrefix"
+    ):
+        world.make_writer("query-2")
+    with pytest.raises(ConfigError, match="belongs to streaming query"):
+        world.make_writer("batch-job")  # a batch write is refused alike
+    world.make_writer(Q)  # the owner itself, restarted
+    taker = World(timeout_ms=TIMEOUT, take_over=True)
+    taker.log, taker.coordinator, taker.clock = world.log, world.coordinator, world.clock
+    taker.make_writer("query-2")
+    world.clock.advance(TIMEOUT)  # idle past the timeout: no longer live
+    world.make_writer("query-3")
+    run_batch(world, "query-3", 0)
+    with pytest.raises(ConfigError, match="belongs to streaming query query-3"):
+        world.make_writer(Q)  # the old owner comes back: refused
+
+
+def test_fewer_tasks_after_a_crash_fence_unused_ids() -> None:
+    world = World(timeout_ms=TIMEOUT)
+    world.make_writer(Q)
+    results = world.run_tasks(rows_of(0))
+    with pytest.raises(Crash):
+        world.committer(crash_at("commit_start")).commit(Q, 0, results)
+    world.make_writer(Q)
+    one_task = [[r for t in rows_of(0) for r in t]]
+    world.committer().commit(Q, 0, world.run_tasks(one_task))
+    assert world.coordinator.open_transactions() == []  # p-1 and p-2 fenced, not left to time out
+    assert Counter(world.coordinator.visible) == flat(rows_of(0))
+
+
+def test_empty_tasks_have_no_transaction_and_replays_of_empty_batches_are_harmless() -> None:
+    world = World(timeout_ms=TIMEOUT)
+    world.make_writer(Q)
+    world.committer().commit(Q, 0, world.run_tasks([[], [b"x"], []]))
+    world.committer().commit(Q, 0, world.run_tasks([[], [b"x"], []]))  # replay: aborted
+    assert world.coordinator.visible == [b"x"]
+    assert world.counters["replays"] == 1
+
+
+@pytest.mark.parametrize(
+    ("code", "commit", "outcome"),
+    [
+        (0, True, "committed"),
+        (0, False, "aborted"),
+        (90, True, "aborted"),
+        (47, True, "aborted"),
+        (90, False, "aborted"),
+        (48, True, "aborted"),
+        (48, False, "committed"),
+        (49, True, None),
+        (53, True, None),
+    ],
+)
+def test_classify_endtxn_answers(code: int, commit: bool, outcome: str | None) -> None:
+    assert classify(code, commit) == outcome
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    point=st.sampled_from((*POINTS, None)),
+    down_ms=st.integers(0, 2 * TIMEOUT),
+    ago=st.lists(st.integers(0, TIMEOUT // 2), min_size=1, max_size=4),
+    replays=st.integers(1, 3),
+)
+def test_any_crash_and_downtime_ends_exactly_once(
+    point: str | None, down_ms: int, ago: list[int], replays: int
+) -> None:
+    world = World(timeout_ms=TIMEOUT)
+    rows = rows_of(0, tasks=len(ago))
+    world.make_writer(Q)
+    results = world.run_tasks(rows, ago)
+    try:
+        world.committer(crash_at(point)).commit(Q, 0, results)
+    except (Crash, TransactionError):
+        world.clock.advance(down_ms)
+    for _ in range(replays):  # restarts may replay a batch more than once
+        world.make_writer(Q)
+        try:
+            world.committer().commit(Q, 0, world.run_tasks(rows))
+        except TransactionError:
+            continue
+    assert Counter(world.coordinator.visible) == flat(rows)
+    assert world.coordinator.open_transactions() == []
