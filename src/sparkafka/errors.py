@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "BrokerError",
     "ConfigError",
     "DataLossError",
+    "PartitionsGoneError",
     "SparkafkaError",
     "TransactionError",
 ]
@@ -23,9 +26,20 @@ class ConfigError(SparkafkaError, ValueError):
 
 
 class BrokerError(SparkafkaError):
-    """The Kafka broker could not be reached, or answered with an error we cannot work around."""
+    """The Kafka broker could not be reached, or answered with an error we cannot work around.
 
-    retriable: bool = False
+    Retriable broker errors never reach the user as this: the client layer (``sparkafka.clients``) retries
+    them until the caller's timeout, and only then raises this, naming the bootstrap servers.
+    """
+
+
+class PartitionsGoneError(BrokerError):
+    """A lookup found partitions whose topic the cluster's metadata no longer has (deleted)."""
+
+    def __init__(self, partitions: set[Any], message: str) -> None:
+        super().__init__(message)
+        self.partitions = partitions
+        """The ``TopicPartition``s that are gone."""
 
 
 class DataLossError(SparkafkaError):

@@ -11,8 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from sparkafka.errors import BrokerError, ConfigError
-from sparkafka.structs import TopicPartition, committed_offsets
+from sparkafka.clients import AdminMetadata
+from sparkafka.errors import ConfigError
+from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS
+from sparkafka.structs import TopicPartition
 
 __all__ = ["GroupLag", "PartitionLag", "compute_lag", "fetch_group_lag", "plot_lag", "watch_lag"]
 
@@ -23,10 +25,17 @@ class PartitionLag:
     committed: int | None
     """The group's committed offset (the next record it will read); None when it has none."""
     log_end: int
+    stable: int | None = None
+    """The last stable offset: a read_committed reader waits here while a transaction is open."""
 
     @property
     def lag(self) -> int | None:
         return None if self.committed is None else max(0, self.log_end - self.committed)
+
+    @property
+    def held(self) -> int:
+        """Offsets behind an open transaction (log end less last stable offset): data and markers."""
+        return 0 if self.stable is None else max(0, self.log_end - self.stable)
 
 
 @dataclass(frozen=True)
@@ -44,49 +53,45 @@ class GroupLag:
 
 
 def compute_lag(
-    group_id: str, committed: Mapping[TopicPartition, int | None], log_ends: Mapping[TopicPartition, int]
+    group_id: str,
+    committed: Mapping[TopicPartition, int | None],
+    log_ends: Mapping[TopicPartition, int],
+    stable: Mapping[TopicPartition, int] | None = None,
 ) -> GroupLag:
     """Join committed offsets with log ends; partitions without a commit count no lag (unknown)."""
-    rows = tuple(PartitionLag(tp, committed.get(tp), end) for tp, end in sorted(log_ends.items()))
+    rows = tuple(
+        PartitionLag(tp, committed.get(tp), end, (stable or {}).get(tp))
+        for tp, end in sorted(log_ends.items())
+    )
     return GroupLag(group_id, rows)
 
 
-def fetch_group_lag(conf: Mapping[str, str], group_id: str, topic: str | None = None) -> GroupLag:
-    """The lag of ``group_id`` on ``topic`` (or on every topic it has committed offsets for)."""
-    from confluent_kafka import ConsumerGroupTopicPartitions
-    from confluent_kafka import TopicPartition as CTopicPartition
-    from confluent_kafka.admin import AdminClient, OffsetSpec
+def fetch_group_lag(
+    conf: Mapping[str, str],
+    group_id: str,
+    topic: str | None = None,
+    timeout_s: float = DEFAULT_METADATA_TIMEOUT_MS / 1000,
+) -> GroupLag:
+    """The lag of ``group_id`` on ``topic`` (or on every topic it has committed offsets for).
 
-    admin = AdminClient(dict(conf))
-    servers = conf.get("bootstrap.servers")
-    wanted: list[Any] | None = None
+    Each lookup goes through the client layer (retried within ``timeout_s``). Two ends per partition: the
+    log end (read uncommitted, what Kafka's tools show) and the last stable offset, where a read_committed
+    reader stops while a transaction is open.
+    """
+    plain = AdminMetadata({**conf, "isolation.level": "read_uncommitted"}, timeout_s)
+    stable_view = AdminMetadata({**conf, "isolation.level": "read_committed"}, timeout_s)
+    tps: list[TopicPartition] | None = None
     if topic is not None:
-        try:
-            # All topics, not Metadata for one: some brokers create a topic that is asked for by name.
-            meta = admin.list_topics(timeout=10).topics.get(topic)
-        except Exception as e:
-            raise BrokerError(f"listing topics on {servers} failed: {e}") from e
-        if meta is None or meta.error is not None or not meta.partitions:
-            raise ConfigError(f"topic {topic!r} does not exist on {servers}")
-        wanted = [CTopicPartition(topic, p) for p in sorted(meta.partitions)]
-    try:
-        request = ConsumerGroupTopicPartitions(group_id, wanted)
-        future = admin.list_consumer_group_offsets([request], request_timeout=10)[group_id]
-        result = future.result(15)
-        committed = committed_offsets(result.topic_partitions)
-        tps = list(committed) if topic is None else [TopicPartition(topic, p.partition) for p in wanted or []]
-        ends: dict[TopicPartition, int] = {}
-        if tps:
-            futures = admin.list_offsets(
-                {CTopicPartition(tp.topic, tp.partition): OffsetSpec.latest() for tp in tps},
-                request_timeout=10,
-            )
-            ends = {
-                TopicPartition(c.topic, c.partition): int(f.result(15).offset) for c, f in futures.items()
-            }
-    except Exception as e:
-        raise BrokerError(f"reading the lag of group {group_id!r} from {servers} failed: {e}") from e
-    return compute_lag(group_id, committed, ends)
+        # All topics, not Metadata for one: some brokers create a topic that is asked for by name.
+        partitions = plain.topics().get(topic)
+        if not partitions:
+            raise ConfigError(f"topic {topic!r} does not exist on {conf.get('bootstrap.servers')}")
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+    committed = plain.committed(group_id, tps)
+    wanted = list(committed) if tps is None else tps
+    ends = plain.latest(wanted)
+    stable = stable_view.latest(wanted)
+    return compute_lag(group_id, committed, ends, stable)
 
 
 def render(lag: GroupLag) -> Any:
@@ -94,15 +99,18 @@ def render(lag: GroupLag) -> Any:
     from rich.table import Table
 
     table = Table(title=f"group {lag.group_id}")
-    for name in ("topic", "partition", "committed", "log end", "lag"):
+    for name in ("topic", "partition", "committed", "log end", "lag", "behind open txn"):
         table.add_column(name, justify="left" if name == "topic" else "right")
     for p in lag.partitions:
         committed = "-" if p.committed is None else str(p.committed)
         lag_text = "-" if p.lag is None else str(p.lag)
-        table.add_row(p.tp.topic, str(p.tp.partition), committed, str(p.log_end), lag_text)
+        table.add_row(p.tp.topic, str(p.tp.partition), committed, str(p.log_end), lag_text, str(p.held))
     committed_total = sum(p.committed or 0 for p in lag.partitions)
     ends_total = sum(p.log_end for p in lag.partitions)
-    table.add_row("total", "", str(committed_total), str(ends_total), str(lag.total_lag), style="bold")
+    held = sum(p.held for p in lag.partitions)
+    table.add_row(
+        "total", "", str(committed_total), str(ends_total), str(lag.total_lag), str(held), style="bold"
+    )
     return table
 
 

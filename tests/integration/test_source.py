@@ -235,10 +235,20 @@ def test_new_partitions_of_a_growing_topic_start_at_earliest(
         query.stop()
 
 
-@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+@pytest.mark.parametrize(
+    ("fail_on_data_loss", "discovery_ms"),
+    [(True, "0"), (False, "0"), (True, "-1"), (False, "-1")],
+)
 def test_deleted_topic_and_fail_on_data_loss(
-    spark: Any, kafka_conf: dict[str, str], bootstrap: str, checkpoint: str, fail_on_data_loss: bool
+    spark: Any,
+    kafka_conf: dict[str, str],
+    bootstrap: str,
+    checkpoint: str,
+    fail_on_data_loss: bool,
+    discovery_ms: str,
 ) -> None:
+    """A topic deleted under a running query, found by discovery ("0": every batch) or, with discovery
+    off ("-1"), by the offset lookup itself (Apache Kafka: UNKNOWN_TOPIC_OR_PARTITION; tansu: offset 0)."""
     prefix = f"loss{uuid.uuid4().hex[:6]}"
     admin = AdminClient(kafka_conf)
     for f in admin.create_topics([NewTopic(f"{prefix}-a", 1, 1), NewTopic(f"{prefix}-b", 1, 1)]).values():
@@ -250,7 +260,7 @@ def test_deleted_topic_and_fail_on_data_loss(
         bootstrap,
         subscribePattern=f"{prefix}-.*",
         startingOffsets="earliest",
-        partitionDiscoveryIntervalMs=0,
+        partitionDiscoveryIntervalMs=discovery_ms,
         failOnDataLoss=str(fail_on_data_loss).lower(),
     )
     name = f"q_{uuid.uuid4().hex[:8]}"

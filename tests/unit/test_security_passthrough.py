@@ -73,7 +73,11 @@ def recorders(monkeypatch: pytest.MonkeyPatch) -> None:
     import confluent_kafka.admin
     import kafka.net.compat
 
+    import sparkafka.clients
+
     built.clear()
+    monkeypatch.setattr(sparkafka.clients, "_cache", {})  # every client is built anew under the recorders
+    monkeypatch.setattr(sparkafka.clients, "_closers", {})
     monkeypatch.setattr(confluent_kafka, "Producer", Producer)
     monkeypatch.setattr(confluent_kafka, "Consumer", Consumer)
     monkeypatch.setattr(confluent_kafka.admin, "AdminClient", AdminClient)
@@ -94,16 +98,16 @@ def _assert_secure(kind: str, conf: dict[str, Any]) -> None:
 
 def test_driver_clients_get_the_security_settings() -> None:
     from sparkafka.lag import fetch_group_lag
-    from sparkafka.source.admin import AdminMetadata
+    from sparkafka.source.admin import SourceMetadata
     from sparkafka.source.commits import KafkaCommitClient
 
-    AdminMetadata(SECURE)
+    SourceMetadata(SECURE)
     KafkaCommitClient(SECURE, "group")
     from sparkafka.errors import ConfigError
 
     with pytest.raises(ConfigError, match="does not exist on broker:9093"):  # the recorder knows no topics
         fetch_group_lag(SECURE, "group", "orders")
-    assert [k for k, _ in built] == ["admin", "consumer", "admin"]
+    assert [k for k, _ in built] == ["admin", "consumer"]  # lag reuses the process's admin client
     for kind, conf in built:
         _assert_secure(kind, conf)
 

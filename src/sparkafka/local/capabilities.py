@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sparkafka.clients import admin_client, new_consumer, new_kafka_python_client, new_producer, with_retries
+
 __all__ = ["IMPACT", "PROBES", "Capability", "probe_all", "probe_broker"]
 
 
@@ -26,17 +28,12 @@ class Capability:
     """What was observed; on failure, what goes wrong without it."""
 
 
-_admins: dict[tuple[tuple[str, str], ...], object] = {}
+_TIMEOUT_S = 30.0
+"""Bound on each probe step, retries of Kafka's retriable errors included."""
 
 
 def _admin(conf: Mapping[str, str]) -> Any:
-    # One client per configuration: a futures' AdminClient must outlive the futures it returned.
-    from confluent_kafka.admin import AdminClient
-
-    key = tuple(sorted(conf.items()))
-    if key not in _admins:
-        _admins[key] = AdminClient(dict(conf))
-    return _admins[key]
+    return admin_client(conf)  # one per process and settings: it outlives the futures it returns
 
 
 def _new_topic(conf: Mapping[str, str], partitions: int = 1, config: Mapping[str, str] | None = None) -> str:
@@ -44,8 +41,12 @@ def _new_topic(conf: Mapping[str, str], partitions: int = 1, config: Mapping[str
 
     name = f"sparkafka-probe-{uuid.uuid4().hex[:10]}"
     spec = NewTopic(name, partitions, 1, config=dict(config or {}))
-    for future in _admin(conf).create_topics([spec]).values():
-        future.result(30)
+
+    def create(left: float) -> None:
+        for future in _admin(conf).create_topics([spec], request_timeout=left).values():
+            future.result(left)
+
+    with_retries(f"creating probe topic {name}", conf, create, _TIMEOUT_S)
     return name
 
 
@@ -59,8 +60,13 @@ def _latest(conf: Mapping[str, str], topic: str, partition: int = 0) -> int:
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
-    futures = _admin(conf).list_offsets({TopicPartition(topic, partition): OffsetSpec.latest()})
-    return int(next(iter(futures.values())).result(30).offset)
+    def lookup(left: float) -> int:
+        request = {TopicPartition(topic, partition): OffsetSpec.latest()}
+        futures = _admin(conf).list_offsets(request, request_timeout=left)
+        return int(next(iter(futures.values())).result(left).offset)
+
+    # Retried: right after creation a topic's leader may not be known everywhere (Apache Kafka).
+    return with_retries(f"looking up the latest offset of {topic}", conf, lookup, _TIMEOUT_S)
 
 
 def probe_create_partitions(conf: Mapping[str, str]) -> Capability:
@@ -83,11 +89,10 @@ def probe_create_partitions(conf: Mapping[str, str]) -> Capability:
 
 def probe_list_offsets_latest(conf: Mapping[str, str]) -> Capability:
     """ListOffsets(latest) equals the log end after a multi-record batch (the source's batch end offsets)."""
-    from confluent_kafka import Producer
 
     topic = _new_topic(conf)
     try:
-        producer = Producer({**conf, "linger.ms": 200, "batch.num.messages": 100})
+        producer = new_producer({**conf, "linger.ms": 200, "batch.num.messages": 100})
         for i in range(5):
             producer.produce(topic, str(i).encode(), partition=0)
         producer.flush(30)
@@ -100,12 +105,12 @@ def probe_list_offsets_latest(conf: Mapping[str, str]) -> Capability:
 
 def probe_offsets_for_times(conf: Mapping[str, str]) -> Capability:
     """ListOffsets(timestamp) looks at record timestamps (startingTimestamp)."""
-    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka import TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
     topic = _new_topic(conf)
     try:
-        producer = Producer({**conf, "batch.num.messages": 1})
+        producer = new_producer({**conf, "batch.num.messages": 1})
         for i, ts in enumerate((1_000_000, 2_000_000, 3_000_000)):
             producer.produce(topic, str(i).encode(), partition=0, timestamp=ts)
             producer.flush(30)
@@ -119,21 +124,20 @@ def probe_offsets_for_times(conf: Mapping[str, str]) -> Capability:
 
 def probe_read_committed(conf: Mapping[str, str]) -> Capability:
     """A read_committed consumer skips aborted records (the source's isolation guarantee)."""
-    from confluent_kafka import Consumer, Producer
     from confluent_kafka import TopicPartition as CTopicPartition
 
     topic = _new_topic(conf)
     try:
-        producer = Producer({**conf, "transactional.id": f"probe-{uuid.uuid4().hex}"})
+        producer = new_producer({**conf, "transactional.id": f"probe-{uuid.uuid4().hex}"})
         producer.init_transactions(30)
         producer.begin_transaction()
         producer.produce(topic, b"aborted", partition=0)
         producer.flush(30)
         producer.abort_transaction(30)
-        plain = Producer(dict(conf))
+        plain = new_producer(dict(conf))
         plain.produce(topic, b"visible", partition=0)
         plain.flush(30)
-        consumer = Consumer(
+        consumer = new_consumer(
             {
                 **conf,
                 "group.id": "sparkafka-probe",
@@ -157,11 +161,8 @@ def probe_read_committed(conf: Mapping[str, str]) -> Capability:
 
 def probe_api_versions(conf: Mapping[str, str]) -> Capability:
     """The broker answers ApiVersions and Metadata (every client needs this)."""
-    from kafka.net.compat import KafkaNetClient
 
-    from sparkafka.clientconf import to_kafka_python_config
-
-    client = KafkaNetClient(**to_kafka_python_config(conf))
+    client = new_kafka_python_client(conf)
     try:
         version = client.check_version(timeout_ms=10_000)
     finally:
@@ -174,13 +175,12 @@ def probe_api_versions(conf: Mapping[str, str]) -> Capability:
 
 def probe_transactions(conf: Mapping[str, str]) -> Capability:
     """A transactional producer can init, produce and commit (the exactly-once sink's foundation)."""
-    from confluent_kafka import Producer
 
     from sparkafka.local.committed_view import committed_view
 
     topic = _new_topic(conf)
     try:
-        producer = Producer({**conf, "transactional.id": f"probe-{uuid.uuid4().hex}"})
+        producer = new_producer({**conf, "transactional.id": f"probe-{uuid.uuid4().hex}"})
         producer.init_transactions(30)
         producer.begin_transaction()
         producer.produce(topic, b"committed", partition=0)
@@ -195,13 +195,12 @@ def probe_transactions(conf: Mapping[str, str]) -> Capability:
 
 def probe_transaction_timeout(conf: Mapping[str, str], wait_s: float = 20.0) -> Capability:
     """The broker aborts a transaction left open past transaction.timeout.ms (bounds lingering data)."""
-    from confluent_kafka import Producer
 
     from sparkafka.local.committed_view import read_raw_batches
 
     topic = _new_topic(conf)
     try:
-        producer = Producer(
+        producer = new_producer(
             {**conf, "transactional.id": f"probe-{uuid.uuid4().hex}", "transaction.timeout.ms": 1000}
         )
         producer.init_transactions(30)
@@ -227,12 +226,11 @@ def probe_transaction_timeout(conf: Mapping[str, str], wait_s: float = 20.0) -> 
 
 def probe_group_commit_assign(conf: Mapping[str, str]) -> Capability:
     """An assign-mode consumer (no group membership) can commit offsets and read them back."""
-    from confluent_kafka import Consumer
     from confluent_kafka import TopicPartition as CTopicPartition
 
     topic = _new_topic(conf)
     try:
-        consumer = Consumer(
+        consumer = new_consumer(
             {**conf, "group.id": f"probe-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False}
         )
         consumer.commit(offsets=[CTopicPartition(topic, 0, 7)], asynchronous=False)
@@ -245,12 +243,11 @@ def probe_group_commit_assign(conf: Mapping[str, str]) -> Capability:
 
 def probe_message_size_limit(conf: Mapping[str, str]) -> Capability:
     """The broker rejects a record over a topic's max.message.bytes with MESSAGE_TOO_LARGE."""
-    from confluent_kafka import Producer
 
     name = _new_topic(conf, config={"max.message.bytes": "1024"})
     try:
         errors: list[Any] = []
-        producer = Producer({**conf, "linger.ms": 0})
+        producer = new_producer({**conf, "linger.ms": 0})
         producer.produce(name, b"x" * 8192, on_delivery=lambda e, _m: errors.append(e))
         producer.flush(30)
         error = errors[0] if errors else None

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from sparkafka.clientconf import to_kafka_python_config
+from sparkafka.clients import new_kafka_python_client
 from sparkafka.errors import BrokerError
 
 __all__ = [
@@ -147,10 +147,9 @@ def read_raw_batches(
     Args:
         conf: librdkafka-style settings; ``bootstrap.servers`` and any security settings are used.
     """
-    from kafka.net.compat import KafkaNetClient
     from kafka.protocol.consumer import FetchRequest
 
-    client = KafkaNetClient(**to_kafka_python_config(conf))
+    client = new_kafka_python_client(conf)
     try:
         client.check_version(timeout_ms=int(timeout_s * 1000))
         _refresh_metadata(client, topic, timeout_s)

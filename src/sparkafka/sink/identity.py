@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sparkafka.clientconf import against_servers
+from sparkafka.clients import new_producer
 from sparkafka.errors import TransactionError
 
 __all__ = ["open_transactional_producer", "parse_acquired_pid"]
@@ -48,8 +50,6 @@ def open_transactional_producer(
     Raises:
         TransactionError: when the transactions cannot be initialised or the pid cannot be learned.
     """
-    from confluent_kafka import Producer
-
     capture = _Capture()
     logger = logging.Logger(f"sparkafka.rdkafka.{transactional_id}")  # private, not in the logging tree
     logger.addHandler(capture)
@@ -58,13 +58,12 @@ def open_transactional_producer(
     settings.update(
         {"transactional.id": transactional_id, "debug": ",".join(sorted(debug | {"eos"})), "logger": logger}
     )
-    producer = Producer(settings)
+    producer = new_producer(settings)
     try:
         producer.init_transactions(timeout_s)
     except Exception as e:
         raise TransactionError(
-            f"init_transactions for transactional id {transactional_id} failed against "
-            f"{conf.get('bootstrap.servers')}: {e}"
+            f"init_transactions for transactional id {transactional_id} failed {against_servers(conf)}: {e}"
         ) from e
     producer.poll(0)  # the log queue is served by poll
     identity = parse_acquired_pid(capture.lines)

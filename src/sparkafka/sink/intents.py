@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 from sparkafka.clientconf import against_servers
+from sparkafka.clients import admin_client, new_consumer, new_producer, with_retries
 from sparkafka.errors import BrokerError
 from sparkafka.sink.txn_control import TxnHandle
 from sparkafka.structs import INTERNAL_TOPIC_PREFIX
@@ -44,6 +45,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 BatchState = Literal["intent", "done", "abandoned", "partial", "claim"]
 _STATES: tuple[str, ...] = get_args(BatchState)
@@ -197,61 +200,62 @@ class IntentLog:
         if create:
             self._ensure_topic()
 
-    def exists(self) -> bool:
-        """Whether the topic exists (``sparkafka txn`` looks without creating it)."""
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient(dict(self._conf))
-        try:
-            topic = admin.list_topics(topic=self.topic, timeout=self._timeout_s).topics.get(self.topic)
-        except Exception as e:  # confluent-kafka's KafkaException: one clear error naming the servers
-            raise BrokerError(f"looking up {self.topic} failed{self._where()}: {e}") from e
-        return topic is not None and topic.error is None
-
     def _ensure_topic(self) -> None:
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import NewTopic
 
         key = (self._conf.get("bootstrap.servers"), self.topic)
         if key in _ensured:
             return
-        admin = AdminClient(dict(self._conf))
-        try:
-            meta = admin.list_topics(timeout=self._timeout_s)
-            brokers = len(meta.brokers)
-            existing = meta.topics.get(self.topic)
-            if existing is not None and existing.error is None:
-                replicas = min((len(p.replicas) for p in existing.partitions.values()), default=0)
-                if replicas == 1 and brokers > 1:
-                    log.warning(
-                        "the commit-intent topic %s has a single replica on a cluster of %d brokers: losing "
-                        "that broker loses the record of which batches are committed (recreate it with "
-                        "replication factor 3, or raise it with kafka-reassign-partitions)",
-                        self.topic,
-                        brokers,
-                    )
-                _ensured.add(key)
-                return
-            rf, config = topic_settings(brokers)
-            futures = admin.create_topics(
-                [NewTopic(self.topic, 1, rf, config=config)], request_timeout=self._timeout_s
-            )
+        admin = admin_client(self._conf)
+        meta = self._retry("looking up the commit-intent topic", lambda left: admin.list_topics(timeout=left))
+        brokers = len(meta.brokers)
+        existing = meta.topics.get(self.topic)
+        if existing is not None and existing.error is None:
+            replicas = min((len(p.replicas) for p in existing.partitions.values()), default=0)
+            if replicas == 1 and brokers > 1:
+                log.warning(
+                    "the commit-intent topic %s has a single replica on a cluster of %d brokers: losing "
+                    "that broker loses the record of which batches are committed (recreate it with "
+                    "replication factor 3, or raise it with kafka-reassign-partitions)",
+                    self.topic,
+                    brokers,
+                )
+            _ensured.add(key)
+            return
+        rf, config = topic_settings(brokers)
+
+        def create(left: float) -> None:
+            futures = admin.create_topics([NewTopic(self.topic, 1, rf, config=config)], request_timeout=left)
             try:
-                futures[self.topic].result(self._timeout_s)
-            except Exception as e:  # confluent-kafka raises KafkaException; only "exists" is fine
+                futures[self.topic].result(left)
+            except Exception as e:  # confluent-kafka's KafkaException; only "exists" is fine
                 if "TOPIC_ALREADY_EXISTS" not in str(e):
                     raise
-        except Exception as e:  # any client failure becomes the one clear error, naming the servers
-            raise BrokerError(
-                f"creating the commit-intent topic {self.topic} failed{self._where()}: {e}"
-            ) from e
+
+        self._retry(f"creating the commit-intent topic {self.topic}", create)
         _ensured.add(key)
+
+    def _retry(self, what: str, call: Callable[[float], T]) -> T:
+        return with_retries(what, self._conf, call, self._timeout_s)
+
+    def exists(self) -> bool:
+        """Whether the topic exists (``sparkafka txn`` looks without creating it)."""
+        admin = admin_client(self._conf)
+        meta = self._retry(
+            f"looking up {self.topic}", lambda left: admin.list_topics(topic=self.topic, timeout=left)
+        )
+        topic = meta.topics.get(self.topic)
+        return topic is not None and topic.error is None
 
     def read(self) -> LogState:
         """Fold the log's tail, read to the end-of-partition event (not to a ListOffsets answer)."""
-        from confluent_kafka import Consumer, KafkaError
+        return self._retry(f"reading the commit-intent topic {self.topic}", self._read_once)
+
+    def _read_once(self, timeout_s: float) -> LogState:
+        from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka import TopicPartition as CTopicPartition
 
-        consumer = Consumer(
+        consumer = new_consumer(
             {
                 **self._conf,
                 "group.id": "sparkafka-intents",  # required by librdkafka; never joined or committed
@@ -261,7 +265,7 @@ class IntentLog:
             }
         )
         try:
-            low, high = consumer.get_watermark_offsets(CTopicPartition(self.topic, 0), self._timeout_s)
+            low, high = consumer.get_watermark_offsets(CTopicPartition(self.topic, 0), timeout_s)
             # ``high`` only bounds where to start: the read goes on to the end-of-partition event, which
             # a fetch at the high watermark produces. A ListOffsets answer can lag records another process
             # has just had acknowledged (measured on tansu with S3 storage), and missing the newest record
@@ -270,26 +274,19 @@ class IntentLog:
             records: list[tuple[bytes | None, IntentRecord | None]] = []
             consumer.assign([CTopicPartition(self.topic, 0, start)])
             while True:
-                msg = consumer.poll(self._timeout_s)
-                error = "timed out" if msg is None else msg.error()
-                if error and getattr(error, "code", lambda: None)() == KafkaError._PARTITION_EOF:
+                msg = consumer.poll(timeout_s)
+                if msg is None:
+                    raise TimeoutError(f"no end of partition within {timeout_s:.1f} s")
+                error = msg.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
                     break
-                if error:
-                    self._read_failed(error)
+                if error is not None:
+                    raise KafkaException(error)
                 value = msg.value()
                 records.append((msg.key(), IntentRecord.from_json(value) if value else None))
-        except BrokerError:
-            raise
-        except Exception as e:  # client and decoding failures alike: one clear error naming the topic
-            raise BrokerError(
-                f"reading the commit-intent topic {self.topic} failed{self._where()}: {e}"
-            ) from e
         finally:
             consumer.close()
         return fold(records)
-
-    def _read_failed(self, why: object) -> None:
-        raise BrokerError(f"reading the commit-intent topic {self.topic} failed{self._where()}: {why}")
 
     def _where(self) -> str:
         return " " + against_servers(self._conf)
@@ -309,10 +306,11 @@ class IntentLog:
     def _produce(self, key: bytes, value: bytes | None, what: str) -> None:
         # Not an idempotent producer: its producer-id handshake costs about 0.5 s per producer on some
         # brokers (measured on tansu), and a retried duplicate is harmless (folding the log is idempotent).
-        from confluent_kafka import KafkaError, Producer
+        from confluent_kafka import KafkaError
 
         errors: list[Any] = []
-        producer = Producer({**self._conf, "enable.idempotence": "false", "acks": "all", "linger.ms": "0"})
+        settings = {**self._conf, "enable.idempotence": "false", "acks": "all", "linger.ms": "0"}
+        producer = new_producer(settings)
         producer.produce(self.topic, value, key=key, on_delivery=lambda e, _m: errors.append(e))
         left = producer.flush(self._timeout_s)
         failed = [e for e in errors if e is not None]

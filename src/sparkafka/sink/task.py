@@ -9,7 +9,6 @@ task reports success. none: the same producer, not flushed.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import logging
 import time
@@ -20,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkafka.clientconf import against_servers
+from sparkafka.clients import cached, new_producer, with_retries
 from sparkafka.errors import BrokerError
 from sparkafka.sink.identity import open_transactional_producer
 from sparkafka.sink.options import InputColumns, SinkOptions
@@ -62,19 +61,6 @@ class _Delivery:
             self.errors.append(f"{message.topic()}-{message.partition()}: {error}")
 
 
-_plain: dict[tuple[tuple[str, str], ...], tuple[Any, _Delivery]] = {}
-
-
-def _flush_all() -> None:
-    for producer, _ in _plain.values():
-        with contextlib.suppress(Exception):
-            producer.flush(30)
-    _plain.clear()
-
-
-atexit.register(_flush_all)
-
-
 def _producer_settings(conf: Mapping[str, str], delivery: _Delivery) -> dict[str, Any]:
     settings: dict[str, Any] = dict(conf)
     settings.setdefault("enable.idempotence", "true")
@@ -85,13 +71,12 @@ def _producer_settings(conf: Mapping[str, str], delivery: _Delivery) -> dict[str
 
 
 def _plain_producer(conf: Mapping[str, str]) -> tuple[Any, _Delivery]:
-    from confluent_kafka import Producer
 
-    key = tuple(sorted(conf.items()))
-    if key not in _plain:
+    def make() -> tuple[Any, _Delivery]:
         delivery = _Delivery()
-        _plain[key] = (Producer(_producer_settings(conf, delivery)), delivery)
-    return _plain[key]
+        return new_producer(_producer_settings(conf, delivery)), delivery
+
+    return cached("sink-producer", conf, make, lambda made: made[0].flush(30))
 
 
 class _Counts:
@@ -105,11 +90,12 @@ class _Counts:
 
     def __call__(self, topic: str) -> int:
         if topic not in self._counts:
-            try:
-                meta = self._producer.list_topics(topic=topic, timeout=self._timeout_s).topics.get(topic)
-            except Exception as e:
-                where = against_servers(self._conf)
-                raise BrokerError(f"looking up topic {topic!r} failed {where}: {e}") from e
+            meta = with_retries(
+                f"looking up topic {topic!r}",
+                self._conf,
+                lambda left: self._producer.list_topics(topic=topic, timeout=left).topics.get(topic),
+                self._timeout_s,
+            )
             if meta is None or meta.error is not None or not meta.partitions:
                 raise BrokerError(f"topic {topic!r} does not exist (the sink does not create topics)")
             self._counts[topic] = len(meta.partitions)

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sparkafka.clientconf import to_kafka_python_config
+from sparkafka.clientconf import against_servers
+from sparkafka.clients import new_kafka_python_client
 from sparkafka.errors import TransactionError
 
 __all__ = ["TxnController", "TxnHandle", "TxnOutcome", "classify"]
@@ -117,11 +118,9 @@ class TxnController:
     """
 
     def __init__(self, conf: Mapping[str, str], timeout_s: float = 60.0) -> None:
-        from kafka.net.compat import KafkaNetClient
-
         self._timeout_s = timeout_s
-        self._servers = conf.get("bootstrap.servers")
-        self._client: Any = KafkaNetClient(**to_kafka_python_config(conf))
+        self._where = against_servers(conf)
+        self._client: Any = new_kafka_python_client(conf)
         self._client.check_version(timeout_ms=int(timeout_s * 1000))
 
     def close(self) -> None:
@@ -192,12 +191,12 @@ class TxnController:
             if code not in _RETRIABLE and code != -1:
                 raise TransactionError(
                     f"{what} of transaction {handle.transactional_id} (producer id {handle.producer_id}, "
-                    f"epoch {handle.epoch}) failed against {self._servers}: {reason}"
+                    f"epoch {handle.epoch}) failed {self._where}: {reason}"
                 )
             if time.monotonic() + delay > deadline:
                 raise TransactionError(
                     f"{what} of transaction {handle.transactional_id} did not complete within "
-                    f"{self._timeout_s:.0f} s against {self._servers}: {reason}"
+                    f"{self._timeout_s:.0f} s {self._where}: {reason}"
                 )
             time.sleep(delay)
             delay = min(delay * 2, 1.0)

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sparkafka.clientconf import to_kafka_python_config
+from sparkafka.clients import new_kafka_python_admin
 from sparkafka.errors import ConfigError
 from sparkafka.sink.intents import IntentLog, IntentRecord, intent_topic
 from sparkafka.sink.options import SinkOptions, parse_sink_options
@@ -78,10 +78,8 @@ def describe_transactions(
     conf: Mapping[str, str], transactional_ids: Sequence[str], timeout_s: float = 30.0
 ) -> tuple[tuple[BrokerTransaction, ...] | None, str]:
     """The coordinator's view of each id (kafka-python's DescribeTransactions), or None and the reason."""
-    from kafka import KafkaAdminClient
-
     try:
-        admin = KafkaAdminClient(**to_kafka_python_config(conf), request_timeout_ms=int(timeout_s * 1000))
+        admin = new_kafka_python_admin(conf, timeout_s)
     except Exception as e:  # kafka-python raises many types; the tool reports and goes on
         return None, f"could not connect an admin client: {e}"
     try:

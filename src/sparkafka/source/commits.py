@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from sparkafka.clients import new_consumer, with_retries
 from sparkafka.metrics_files import default_metrics_path, read_json, write_json_atomically
 from sparkafka.source.options import CommitMode
 from sparkafka.structs import TopicPartition, committed_offsets
@@ -300,8 +301,6 @@ class KafkaCommitClient:
     """``CommitClient`` over a confluent-kafka consumer that never joins the group (assign-mode commits)."""
 
     def __init__(self, conf: Mapping[str, str], group_id: str, timeout_s: float = 10.0) -> None:
-        from confluent_kafka import Consumer
-
         settings: dict[str, Any] = dict(conf)
         settings.update(
             {
@@ -313,7 +312,8 @@ class KafkaCommitClient:
         )
         self._timeout_s = timeout_s
         self._callbacks: deque[tuple[Mapping[TopicPartition, int], Done]] = deque()
-        self._consumer = Consumer(settings)
+        self._conf = conf
+        self._consumer = new_consumer(settings)
 
     def commit_async(self, offsets: Mapping[TopicPartition, int], done: Done) -> None:
         from confluent_kafka import TopicPartition as CTopicPartition
@@ -339,7 +339,12 @@ class KafkaCommitClient:
         from confluent_kafka import TopicPartition as CTopicPartition
 
         wanted = [CTopicPartition(tp.topic, tp.partition) for tp in sorted(tps)]
-        result = self._consumer.committed(wanted, timeout=self._timeout_s)
+        result = with_retries(
+            "reading the group's committed offsets",
+            self._conf,
+            lambda left: self._consumer.committed(wanted, timeout=left),
+            self._timeout_s,
+        )
         return committed_offsets(result)
 
     def poll(self, timeout_s: float) -> None:

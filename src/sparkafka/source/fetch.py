@@ -7,8 +7,6 @@ across tasks and micro-batches (creating one costs a broker handshake); it is on
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import copy
 import functools
 import itertools
@@ -22,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkafka.clients import cached, new_consumer
 from sparkafka.errors import BrokerError, DataLossError
 from sparkafka.structs import TopicPartition
 
@@ -61,21 +60,7 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-_consumers: dict[tuple[tuple[str, str], ...], Any] = {}
-
-
-def _close_all() -> None:
-    for consumer in _consumers.values():
-        with contextlib.suppress(Exception):
-            consumer.close()
-    _consumers.clear()
-
-
-atexit.register(_close_all)
-
-
 def _consumer(conf: Mapping[str, str]) -> Any:
-    from confluent_kafka import Consumer
 
     settings = dict(conf)
     settings["enable.auto.commit"] = "false"
@@ -86,12 +71,7 @@ def _consumer(conf: Mapping[str, str]) -> Any:
     settings.setdefault("group.id", "sparkafka-reader")
     # Bigger fetches per partition: a task reads known ranges to the end, so larger requests only help.
     settings.setdefault("max.partition.fetch.bytes", str(8 * 1024 * 1024))
-    key = tuple(sorted(settings.items()))
-    consumer = _consumers.get(key)
-    if consumer is None:
-        consumer = Consumer(settings)
-        _consumers[key] = consumer
-    return consumer
+    return cached("reader-consumer", settings, lambda: new_consumer(settings), lambda c: c.close())
 
 
 def _timestamp_type(kind: int) -> int:

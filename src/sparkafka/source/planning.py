@@ -6,10 +6,10 @@ All offsets here are "the next record to read": a batch covers ``[start, end)`` 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
-from sparkafka.errors import ConfigError, DataLossError
+from sparkafka.errors import ConfigError, DataLossError, PartitionsGoneError
 from sparkafka.source.options import EARLIEST, LATEST, SourceOptions, Subscription
 from sparkafka.structs import TopicPartition
 
@@ -17,6 +17,7 @@ __all__ = [
     "KafkaMetadata",
     "Offsets",
     "apply_read_limit",
+    "latest_of_existing",
     "offsets_from_json",
     "offsets_to_json",
     "reconcile",
@@ -174,6 +175,41 @@ def reconcile(
         )
     new = current - set(start)
     return kept, new, dropped
+
+
+def latest_of_existing(
+    start: Mapping[TopicPartition, int],
+    current: set[TopicPartition],
+    metadata: KafkaMetadata,
+    rediscover: Callable[[], set[TopicPartition]],
+    *,
+    subscription: Subscription,
+    fail_on_data_loss: bool,
+) -> tuple[Offsets, Offsets, set[TopicPartition]]:
+    """The latest offsets of a batch's partitions, with deleted topics decided from metadata.
+
+    ``reconcile`` against ``current`` (the last discovery) comes first. When ListOffsets then reports a
+    partition gone (Apache Kafka: UNKNOWN_TOPIC_OR_PARTITION for a deleted topic), or a partition's end
+    lies below where the query is (brokers that answer 0 for a deleted topic, such as tansu), fresh
+    metadata (``rediscover``) decides, under the failOnDataLoss rules of ``reconcile``. A healthy partition
+    never takes that path, so it costs nothing on a conformant broker.
+
+    Returns:
+        (start offsets kept, their latest offsets, partitions new to the query).
+
+    Raises:
+        DataLossError: a subscribed partition is gone and ``fail_on_data_loss``.
+    """
+    kept, new, _dropped = reconcile(start, current, subscription, fail_on_data_loss)
+    try:
+        latest: Offsets | None = metadata.latest(kept)
+    except PartitionsGoneError as e:
+        log.warning("%s: checking the metadata", e)
+        latest = None
+    if latest is not None and all(latest.get(tp, o) >= o for tp, o in kept.items()):
+        return kept, latest, new
+    kept, more, _dropped = reconcile(start, rediscover(), subscription, fail_on_data_loss)
+    return kept, metadata.latest(kept), new | more
 
 
 def apply_read_limit(

@@ -18,7 +18,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTri
 
 from sparkafka.errors import ConfigError
 from sparkafka.source import shutdown
-from sparkafka.source.admin import AdminMetadata
+from sparkafka.source.admin import SourceMetadata
 from sparkafka.source.assignment import assign_tasks, task_name
 from sparkafka.source.commits import KafkaCommitClient, OffsetCommitter, default_metrics_file
 from sparkafka.source.fetch import OffsetRange, read_ranges
@@ -26,9 +26,9 @@ from sparkafka.source.options import SourceOptions
 from sparkafka.source.planning import (
     Offsets,
     apply_read_limit,
+    latest_of_existing,
     offsets_from_json,
     offsets_to_json,
-    reconcile,
     resolve_startup,
 )
 from sparkafka.structs import TopicPartition
@@ -55,7 +55,7 @@ class _Planner:
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._metadata: AdminMetadata | None = None
+        self._metadata: SourceMetadata | None = None
         self._last_tasks: list[list[TopicPartition]] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -65,9 +65,9 @@ class _Planner:
         return state
 
     @property
-    def metadata(self) -> AdminMetadata:
+    def metadata(self) -> SourceMetadata:
         if self._metadata is None:
-            self._metadata = AdminMetadata(self.options.kafka, self.options.metadata_timeout_ms / 1000)
+            self._metadata = SourceMetadata(self.options.kafka, self.options.metadata_timeout_ms / 1000)
         return self._metadata
 
     def discover(self) -> set[TopicPartition]:
@@ -142,7 +142,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._committer is None and o.commit_mode != "disabled" and o.group_id:
             group = o.group_id
             self._committer = OffsetCommitter(
-                lambda: KafkaCommitClient(o.kafka, group),
+                lambda: KafkaCommitClient(o.kafka, group, o.metadata_timeout_ms / 1000),
                 group,
                 mode=o.commit_mode,
                 interval_ms=o.commit_interval_ms,
@@ -151,10 +151,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             shutdown.guard.install_in_runner()
         return self._committer
 
-    def _partitions_now(self) -> set[TopicPartition]:
+    def _partitions_now(self, force: bool = False) -> set[TopicPartition]:
         interval = self._options.discovery_interval_ms
         now = time.monotonic()
         due = self._known is None or (interval >= 0 and (now - self._last_discovery) * 1000 >= interval)
+        due = due or force
         if due:
             found = self._planner.discover_initial() if self._known is None else self._planner.discover()
             if self._known is not None and found - self._known:
@@ -193,10 +194,19 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         current = self._partitions_now()
         if self._target is not None:
             current = current & set(self._target)
-        kept, new, _dropped = reconcile(
-            offsets_from_json(start), current, self._options.subscription, self._options.fail_on_data_loss
+
+        def rediscover() -> set[TopicPartition]:
+            found = self._partitions_now(force=True)
+            return found & set(self._target) if self._target is not None else found
+
+        kept, latest, new = latest_of_existing(
+            offsets_from_json(start),
+            current,
+            metadata,
+            rediscover,
+            subscription=self._options.subscription,
+            fail_on_data_loss=self._options.fail_on_data_loss,
         )
-        latest = metadata.latest(kept)
         if self._target is not None:
             latest = {tp: min(o, self._target.get(tp, kept[tp])) for tp, o in latest.items()}
         # New partitions enter at their earliest offset with no records this batch, so the checkpoint

@@ -6,11 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkafka.errors import ConfigError, DataLossError
+from sparkafka.errors import ConfigError, DataLossError, PartitionsGoneError
 from sparkafka.source.options import Subscription, parse_source_options
 from sparkafka.source.planning import (
     Offsets,
     apply_read_limit,
+    latest_of_existing,
     offsets_from_json,
     offsets_to_json,
     reconcile,
@@ -157,3 +158,67 @@ def test_event_check_never_compares_errors_with_none() -> None:
     assert _has_events([Msg(eof)])
     assert not _has_events([Msg(None), Msg(None)])
     assert not _has_events([])
+
+
+class DeletingMetadata(FakeMetadata):
+    """Topic b was deleted: Apache Kafka answers UNKNOWN_TOPIC_OR_PARTITION, tansu answers offset 0."""
+
+    def __init__(self, style: str) -> None:
+        super().__init__()
+        self.style = style
+        self.logs[B0] = (0, 7)
+        self.deleted = True
+
+    def latest(self, tps: Iterable[TopicPartition]) -> Offsets:
+        tps = set(tps)
+        if self.deleted and B0 in tps:
+            if self.style == "kafka":
+                raise PartitionsGoneError({B0}, "b-0 no longer exist")
+            return {**super().latest(tps - {B0}), B0: 0}
+        return super().latest(tps)
+
+
+@pytest.mark.parametrize("style", ["kafka", "tansu"])
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_deleted_topic_under_a_running_query_is_decided_from_metadata(
+    style: str, fail_on_data_loss: bool
+) -> None:
+    meta = DeletingMetadata(style)
+    start = {A0: 40, B0: 7}
+    stale = {A0, B0}  # discovery not due: the last one still saw b
+    rediscovered: list[int] = []
+
+    def rediscover() -> set[TopicPartition]:
+        rediscovered.append(1)
+        return {A0, A1}
+
+    run = lambda: latest_of_existing(  # noqa: E731
+        start,
+        stale,
+        meta,
+        rediscover,
+        subscription=Subscription(topics=("a", "b")),
+        fail_on_data_loss=fail_on_data_loss,
+    )
+    if fail_on_data_loss:
+        with pytest.raises(DataLossError, match=r"b-0 .* no longer exists but is still subscribed"):
+            run()
+        return
+    kept, latest, new = run()
+    assert kept == {A0: 40}
+    assert latest == {A0: 50}
+    assert new == {A1}
+    assert rediscovered == [1]
+
+
+def test_healthy_partitions_never_rediscover() -> None:
+    calls: list[int] = []
+    kept, latest, new = latest_of_existing(
+        {A0: 40},
+        {A0},
+        FakeMetadata(),
+        lambda: calls.append(1) or set(),
+        subscription=Subscription(topics=("a",)),
+        fail_on_data_loss=True,
+    )
+    assert (kept, latest, new, calls) == ({A0: 40}, {A0: 50}, set(), [])

@@ -1,0 +1,339 @@
+"""The one Kafka client layer: construction, per-process caches, retries, and how failures are worded.
+
+Every driver-side broker call (metadata, ListOffsets, group offsets, topic lookups, the intent log, lag)
+goes through ``AdminMetadata`` or ``with_retries`` here, so Kafka's retriable errors (a new topic whose
+leaders are not known everywhere yet, a coordinator moving, a broker restarting) are retried with backoff
+until the caller's timeout (``metadataTimeoutMs``), and then fail with one wording:
+``<what> failed against bootstrap servers <servers>: <error>``.
+
+Clients are cached per process and per settings (``cached``): Spark reuses Python workers across tasks
+and micro-batches, and a confluent-kafka client must stay referenced until its futures resolve.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from sparkafka.clientconf import against_servers
+from sparkafka.errors import BrokerError, PartitionsGoneError
+from sparkafka.structs import TopicPartition, committed_offsets
+
+__all__ = [
+    "AdminMetadata",
+    "admin_client",
+    "admin_settings",
+    "broker_error",
+    "cached",
+    "is_retriable",
+    "new_consumer",
+    "new_kafka_python_admin",
+    "new_kafka_python_client",
+    "new_producer",
+    "with_retries",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Kafka error codes (and librdkafka's local ones) that a retry can cure.
+_RETRIABLE_CODES = {
+    3,  # UNKNOWN_TOPIC_OR_PARTITION: just after creation, before every broker knows the topic
+    5,  # LEADER_NOT_AVAILABLE
+    6,  # NOT_LEADER_OR_FOLLOWER
+    7,  # REQUEST_TIMED_OUT
+    13,  # NETWORK_EXCEPTION
+    14,  # COORDINATOR_LOAD_IN_PROGRESS
+    15,  # COORDINATOR_NOT_AVAILABLE
+    16,  # NOT_COORDINATOR
+    41,  # NOT_CONTROLLER
+    56,  # KAFKA_STORAGE_ERROR
+    74,  # FENCED_LEADER_EPOCH
+    75,  # UNKNOWN_LEADER_EPOCH
+    78,  # OFFSET_NOT_AVAILABLE
+    -195,  # _TRANSPORT: the connection broke
+    -193,  # _RESOLVE
+    -187,  # _ALL_BROKERS_DOWN
+    -185,  # _TIMED_OUT
+    -180,  # _WAIT_COORD
+}
+UNKNOWN_TOPIC_OR_PARTITION = 3
+
+
+def _code(error: BaseException | Any) -> int | None:
+    """The Kafka error code inside a confluent-kafka exception or KafkaError, if there is one."""
+    inner = error.args[0] if isinstance(error, BaseException) and error.args else error
+    code = getattr(inner, "code", None)
+    return int(code()) if callable(code) else None
+
+
+def is_retriable(error: BaseException | Any) -> bool:
+    """Whether a retry can cure ``error`` (a KafkaException, a KafkaError, or a timeout)."""
+    code = _code(error)
+    if code is not None:
+        retriable = getattr(error.args[0] if isinstance(error, BaseException) else error, "retriable", None)
+        return code in _RETRIABLE_CODES or bool(callable(retriable) and retriable())
+    return isinstance(error, TimeoutError)
+
+
+def broker_error(what: str, conf: Mapping[str, Any], error: object) -> BrokerError:
+    """The one wording of a failed broker call."""
+    return BrokerError(f"{what} failed {against_servers(conf)}: {error}")
+
+
+def with_retries(
+    what: str,
+    conf: Mapping[str, Any],
+    call: Callable[[float], T],
+    timeout_s: float,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    retriable: Callable[[BaseException], bool] = is_retriable,
+) -> T:
+    """``call(remaining_s)`` until it succeeds, retrying retriable errors with backoff within ``timeout_s``.
+
+    Backoff doubles from 50 ms to 1 s. The call gets the time left, to bound its own wait by it.
+
+    Raises:
+        BrokerError: a non-retriable error at once, or the last retriable one once the time is up,
+            worded by ``broker_error``.
+    """
+    deadline = clock() + timeout_s
+    delay = 0.05
+    while True:
+        remaining = deadline - clock()
+        try:
+            return call(max(remaining, 0.001))
+        except BrokerError:
+            raise
+        except Exception as e:  # confluent-kafka's KafkaException and the like, classified below
+            if not retriable(e) or clock() + delay >= deadline:
+                raise broker_error(what, conf, e) from e
+            log.info("%s: %s; retrying in %.2f s", what, e, delay)
+        sleep(delay)
+        delay = min(delay * 2, 1.0)
+
+
+_cache: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+_closers: dict[tuple[str, tuple[tuple[str, str], ...]], Callable[[Any], None]] = {}
+
+
+def cached(
+    kind: str, settings: Mapping[str, Any], make: Callable[[], T], close: Callable[[T], None] | None = None
+) -> T:
+    """One client of ``kind`` per process and settings, made by ``make`` on first use.
+
+    ``close`` runs at interpreter exit (flush a producer, close a consumer). Settings must be strings (or
+    hashable), as parsed options are.
+    """
+    key = (kind, tuple(sorted((k, str(v)) for k, v in settings.items())))
+    if key not in _cache:
+        _cache[key] = make()
+        if close is not None:
+            _closers[key] = close
+    return _cache[key]  # type: ignore[no-any-return]
+
+
+def _close_all() -> None:
+    for key, close in list(_closers.items()):
+        with contextlib.suppress(Exception):
+            close(_cache[key])
+    _cache.clear()
+    _closers.clear()
+
+
+atexit.register(_close_all)
+
+# librdkafka settings that only consumers or producers accept; AdminClient warns about them.
+_ADMIN_DROP = {
+    "enable.auto.commit",
+    "isolation.level",
+    "group.id",
+    "auto.offset.reset",
+    "enable.partition.eof",
+    "transactional.id",
+    "transaction.timeout.ms",
+}
+
+
+def new_consumer(settings: Mapping[str, Any]) -> Any:
+    """A confluent-kafka Consumer: every consumer sparkafka makes is made here."""
+    from confluent_kafka import Consumer
+
+    return Consumer(dict(settings))
+
+
+def new_producer(settings: Mapping[str, Any]) -> Any:
+    """A confluent-kafka Producer: every producer sparkafka makes is made here."""
+    from confluent_kafka import Producer
+
+    return Producer(dict(settings))
+
+
+def new_kafka_python_client(conf: Mapping[str, str]) -> Any:
+    """kafka-python's network client, for the protocol steps librdkafka lacks (EndTxn, raw fetches)."""
+    from kafka.net.compat import KafkaNetClient
+
+    from sparkafka.clientconf import to_kafka_python_config
+
+    return KafkaNetClient(**to_kafka_python_config(conf))
+
+
+def new_kafka_python_admin(conf: Mapping[str, str], timeout_s: float) -> Any:
+    """kafka-python's admin client (ListTransactions / DescribeTransactions)."""
+    from kafka import KafkaAdminClient
+
+    from sparkafka.clientconf import to_kafka_python_config
+
+    return KafkaAdminClient(**to_kafka_python_config(conf), request_timeout_ms=int(timeout_s * 1000))
+
+
+def admin_settings(conf: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in conf.items() if k not in _ADMIN_DROP}
+
+
+def admin_client(conf: Mapping[str, str]) -> Any:
+    """The process's AdminClient for these settings (it must outlive the futures it returns)."""
+    from confluent_kafka.admin import AdminClient
+
+    settings = admin_settings(conf)
+    return cached("admin", settings, lambda: AdminClient(settings))
+
+
+Offsets = dict[TopicPartition, int]
+
+
+class AdminMetadata:
+    """Cluster lookups for the driver, every one retried (``with_retries``) within ``timeout_s``.
+
+    Not picklable on purpose: create it where it is used (the client is cached per process).
+
+    Args:
+        conf: librdkafka settings (``kafka.*`` options without the prefix).
+        timeout_s: bound on each lookup, retries included; an unreachable broker fails within it, naming
+            the bootstrap servers.
+        clock, sleep: injectable for tests of the retry policy.
+    """
+
+    def __init__(
+        self,
+        conf: Mapping[str, str],
+        timeout_s: float = 30.0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        admin: Any = None,
+    ) -> None:
+        self._conf = dict(conf)
+        self._timeout_s = timeout_s
+        self._clock = clock
+        self._sleep = sleep
+        self._read_committed = conf.get("isolation.level", "read_committed") == "read_committed"
+        self._admin = admin if admin is not None else admin_client(conf)
+
+    def _retry(self, what: str, call: Callable[[float], T]) -> T:
+        return with_retries(what, self._conf, call, self._timeout_s, clock=self._clock, sleep=self._sleep)
+
+    def topics(self) -> dict[str, int]:
+        """Every topic the cluster has, with its partition count (internal ``__`` topics left out)."""
+        metadata = self._retry("listing topics", lambda left: self._admin.list_topics(timeout=left))
+        out: dict[str, int] = {}
+        for name, topic in metadata.topics.items():
+            if name.startswith("__") or topic.error is not None:
+                continue
+            out[name] = len(topic.partitions)
+        return out
+
+    def replicas(self) -> tuple[int, dict[str, int]]:
+        """Broker count, and per topic its smallest replica count."""
+        metadata = self._retry("listing topics", lambda left: self._admin.list_topics(timeout=left))
+        counts = {
+            name: min((len(p.replicas) for p in topic.partitions.values()), default=0)
+            for name, topic in metadata.topics.items()
+            if topic.error is None
+        }
+        return len(metadata.brokers), counts
+
+    def _list_offsets(self, specs: dict[TopicPartition, Any], what: str) -> Offsets:
+        """ListOffsets, retrying only the partitions that answered a retriable error.
+
+        UNKNOWN_TOPIC_OR_PARTITION is retried while the topic is in the metadata (it was just created);
+        once the metadata no longer has the topic, its partitions are reported as gone.
+        """
+        from confluent_kafka import IsolationLevel
+        from confluent_kafka import TopicPartition as CTopicPartition
+
+        level = IsolationLevel.READ_COMMITTED if self._read_committed else IsolationLevel.READ_UNCOMMITTED
+        found: Offsets = {}
+        todo = dict(specs)
+
+        def attempt(left: float) -> Offsets:
+            request = {CTopicPartition(tp.topic, tp.partition): spec for tp, spec in todo.items()}
+            futures = self._admin.list_offsets(request, isolation_level=level, request_timeout=left)
+            failed: list[BaseException] = []
+            unknown: set[TopicPartition] = set()
+            for ctp, future in futures.items():
+                tp = TopicPartition(ctp.topic, ctp.partition)
+                try:
+                    found[tp] = int(future.result(left).offset)
+                    todo.pop(tp, None)
+                except Exception as e:  # per-partition KafkaException: classified by the retry policy
+                    if _code(e) == UNKNOWN_TOPIC_OR_PARTITION:
+                        unknown.add(tp)
+                    failed.append(e)
+            if unknown:
+                existing = self.topics()
+                gone = {tp for tp in unknown if tp.topic not in existing}
+                if gone:
+                    raise PartitionsGoneError(
+                        gone,
+                        f"looking up {what} offsets {against_servers(self._conf)}: "
+                        f"{', '.join(map(str, sorted(gone)))} no longer exist (topic deleted)",
+                    )
+            if failed:
+                raise failed[0]
+            return found
+
+        if not specs:
+            return {}
+        return self._retry(f"looking up {what} offsets", attempt)
+
+    def earliest(self, tps: Iterable[TopicPartition]) -> Offsets:
+        from confluent_kafka.admin import OffsetSpec
+
+        return self._list_offsets({tp: OffsetSpec.earliest() for tp in tps}, "earliest")
+
+    def latest(self, tps: Iterable[TopicPartition]) -> Offsets:
+        from confluent_kafka.admin import OffsetSpec
+
+        return self._list_offsets({tp: OffsetSpec.latest() for tp in tps}, "latest")
+
+    def for_timestamp(self, tps: Iterable[TopicPartition], timestamp_ms: int) -> Offsets:
+        from confluent_kafka.admin import OffsetSpec
+
+        return self._list_offsets({tp: OffsetSpec.for_timestamp(timestamp_ms) for tp in tps}, "timestamp")
+
+    def committed(
+        self, group_id: str, tps: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int | None]:
+        """The group's committed offsets for ``tps`` (None: every partition it has committed)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+        from confluent_kafka import TopicPartition as CTopicPartition
+
+        wanted = None if tps is None else [CTopicPartition(tp.topic, tp.partition) for tp in tps]
+        if wanted == []:
+            return {}
+
+        def attempt(left: float) -> Any:
+            request = [ConsumerGroupTopicPartitions(group_id, wanted)]
+            futures = self._admin.list_consumer_group_offsets(request, request_timeout=left)
+            return next(iter(futures.values())).result(left)
+
+        result = self._retry(f"reading committed offsets of group {group_id!r}", attempt)
+        return committed_offsets(result.topic_partitions)

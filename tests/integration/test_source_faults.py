@@ -1,0 +1,53 @@
+"""The source under broker faults tansu can show: a broker restart while a pattern query discovers.
+
+(A topic deleted under a running query is in test_source.py, with discovery on and off.)
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import NewTopic
+
+from sparkafka.clients import admin_client
+from tests.chaos.harness import DurableBroker
+from tests.integration.source_helpers import memory_query, memory_values, produce, source
+
+
+def test_pattern_query_rides_out_a_broker_restart_during_discovery(
+    spark: Any, tmp_path: Path, checkpoint: str
+) -> None:
+    broker = DurableBroker(tmp_path).start()  # tansu on S3 storage: topics and records survive a restart
+    query = None
+    try:
+        conf = {"bootstrap.servers": broker.bootstrap}
+        admin = admin_client(conf)
+        prefix = f"rs{uuid.uuid4().hex[:6]}"
+        for future in admin.create_topics([NewTopic(f"{prefix}-a", 1, 1)]).values():
+            future.result(30)
+        first = produce(conf, f"{prefix}-a", ["a0", "a1", "a2"])
+        df = source(
+            spark,
+            broker.bootstrap,
+            subscribePattern=f"{prefix}-.*",
+            startingOffsets="earliest",
+            partitionDiscoveryIntervalMs=0,  # every latestOffset call lists topics: discovery in progress
+            metadataTimeoutMs=60_000,
+        )
+        name = f"q_{uuid.uuid4().hex[:8]}"
+        query = memory_query(df, name, checkpoint)
+        query.processAllAvailable()
+        assert sorted(memory_values(spark, name)) == first
+        broker.restart(down_s=2.0)  # the idle query keeps discovering through the outage
+        for future in admin_client(conf).create_topics([NewTopic(f"{prefix}-b", 2, 1)]).values():
+            future.result(60)
+        second = produce(conf, f"{prefix}-b", ["b0", "b1"], 2)
+        query.processAllAvailable()
+        assert query.exception() is None
+        assert sorted(memory_values(spark, name)) == sorted(first + second)
+    finally:
+        if query is not None:
+            query.stop()
+        broker.stop()
