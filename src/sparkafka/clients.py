@@ -310,9 +310,30 @@ class AdminMetadata:
         return self._list_offsets({tp: OffsetSpec.earliest() for tp in tps}, "earliest")
 
     def latest(self, tps: Iterable[TopicPartition]) -> Offsets:
+        """The end of each partition as this isolation level reads it (read_committed: the LSO).
+
+        On a broker whose ListOffsets(latest) is wrong (``broker_gaps``), the ends are resolved by
+        fetching, from the broker's answer or, when ``tps`` is a mapping, from its values where higher
+        (offsets known not to be past the end: the query's position). Such a broker is first asked for its
+        metadata: partitions of deleted topics raise ``PartitionsGoneError``, as Apache Kafka's
+        UNKNOWN_TOPIC_OR_PARTITION does (fetching them hangs on tansu, measured).
+        """
         from confluent_kafka.admin import OffsetSpec
 
-        return self._list_offsets({tp: OffsetSpec.latest() for tp in tps}, "latest")
+        from sparkafka import broker_gaps
+
+        answer = self._list_offsets({tp: OffsetSpec.latest() for tp in tps}, "latest")
+        if not answer or broker_gaps.latest_is_exact(self._conf, self._timeout_s):
+            return answer
+        existing = self.topics()
+        gone = {tp for tp in answer if tp.topic not in existing}
+        if gone:
+            names = ", ".join(map(str, sorted(gone)))
+            raise PartitionsGoneError(gone, f"{names} no longer exist (topic deleted)")
+        floors: Mapping[TopicPartition, int] = tps if isinstance(tps, Mapping) else {}
+        bounds = {tp: max(o, floors.get(tp, 0)) for tp, o in answer.items()}
+        fetched = broker_gaps.fetched_end_offsets(self._conf, bounds, self._read_committed, self._timeout_s)
+        return {**answer, **fetched}
 
     def for_timestamp(self, tps: Iterable[TopicPartition], timestamp_ms: int) -> Offsets:
         from confluent_kafka.admin import OffsetSpec

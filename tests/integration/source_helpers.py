@@ -107,3 +107,8 @@ def checkpoint_batches(checkpoint: str) -> tuple[dict[int, Offsets], set[int]]:
         }
     commits = {int(f.name) for f in (Path(checkpoint) / "commits").glob("[0-9]*")}
     return ends, commits
+
+
+def memory_values(spark: Any, name: str) -> list[str]:
+    """The values a ``memory_query`` named ``name`` has collected so far."""
+    return [r["value"] for r in spark.sql(f"select value from {name}").collect()]

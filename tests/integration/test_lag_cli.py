@@ -44,12 +44,13 @@ def test_lag_per_partition_with_totals_watch_and_plot(
     assert result.returncode == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines()]
     cells = [[c for c in row if c not in ("│", "┃")] for row in rows]
-    assert [topic, "0", "10", "15", "5"] in cells
-    assert [topic, "1", "15", "15", "0"] in cells
-    assert ["total", "25", "30", "5"] in cells
+    # topic, partition, committed, log end, lag, behind open txn
+    assert [topic, "0", "10", "15", "5", "0"] in cells
+    assert [topic, "1", "15", "15", "0", "0"] in cells
+    assert ["total", "25", "30", "5", "0"] in cells
 
     # Without --topic: every topic the group committed.
-    assert [topic, "0", "10", "15", "5"] in [
+    assert [topic, "0", "10", "15", "5", "0"] in [
         [c for c in line.split() if c not in ("│", "┃")]
         for line in lag(bootstrap, "--group", group).stdout.splitlines()
     ]

@@ -15,15 +15,12 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from tests.integration.source_helpers import (
     memory_query,
+    memory_values,
     produce,
     read_values,
     run_to_parquet,
     source,
 )
-
-
-def memory_values(spark: Any, name: str) -> list[str]:
-    return [r["value"] for r in spark.sql(f"select value from {name}").collect()]
 
 
 def test_batch_read_earliest_to_latest_with_ending_offsets(
@@ -318,3 +315,32 @@ def test_restore_drops_partitions_no_longer_subscribed(
     # Restored offsets win over startingOffsets=latest; the dropped topic is left out with a warning.
     run_to_parquet(source(spark, bootstrap, subscribe=keep, startingOffsets="latest"), out, ck)
     assert sorted(read_values(spark, out)) == sorted(first + later)
+
+
+def test_default_producer_records_are_all_read_and_counted_by_lag(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], checkpoint: str
+) -> None:
+    """An ordinary producer batches records; every one is read and counted, even on the embedded broker
+    (whose ListOffsets(latest) sees only the first record of a batch: sparkafka.broker_gaps)."""
+    from confluent_kafka import Producer
+
+    from sparkafka.lag import fetch_group_lag
+
+    topic = new_topic(partitions=2)
+    producer = Producer(kafka_conf)  # default settings: linger and batching as users have them
+    for i in range(500):
+        producer.produce(topic, f"v{i}".encode())
+    assert producer.flush(30) == 0
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    df = source(spark, bootstrap, subscribe=topic, startingOffsets="earliest", **{"kafka.group.id": group})
+    name = f"q_{uuid.uuid4().hex[:8]}"
+    query = memory_query(df, name, checkpoint)
+    try:
+        query.processAllAvailable()
+        assert sorted(memory_values(spark, name)) == sorted(f"v{i}" for i in range(500))
+    finally:
+        query.stop()  # the last batch's offsets go to the group on stop
+    lag = fetch_group_lag(kafka_conf, group, topic)
+    assert sum(p.log_end for p in lag.partitions) == 500
+    assert sum(p.committed or 0 for p in lag.partitions) == 500
+    assert lag.total_lag == 0

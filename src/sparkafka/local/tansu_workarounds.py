@@ -1,7 +1,8 @@
 """Work-arounds for the embedded broker's (tansu 0.6) known gaps: the one place the demo and tests use them.
 
-Product code never calls these: it must be correct on Apache Kafka. See ``capabilities`` for the probes
-that tell whether a broker needs them.
+Product code never calls these: it must be correct on Apache Kafka, and meets tansu's ListOffsets gap in
+``sparkafka.broker_gaps`` (end offsets resolved by fetching). These let tests and the demo produce data whose
+ListOffsets answers are exact anyway, and give the chaos harness an independent view of the log ends.
 """
 
 from __future__ import annotations

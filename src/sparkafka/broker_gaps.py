@@ -1,0 +1,163 @@
+"""Broker gaps that reach users of the embedded broker: detected by a probe, handled here and only here.
+
+Runs wherever end offsets are looked up (the source's planner on the driver, ``sparkafka lag``).
+
+**ListOffsets(latest).** tansu 0.6 (the embedded broker) answers the base offset of a partition's newest
+stored batch plus one, so every record after the first of a multi-record batch stays invisible to anything
+that trusts it: a default confluent-kafka producer batches, and a query read 3 of 500 records (measured).
+Its read_committed answer is lower still (0 while a transaction is open). Both are lower bounds of the
+true end. On such a broker the end of each partition is resolved by fetching from that bound to the
+end-of-partition event (``fetched_end_offsets``).
+
+**Detection**, once per process and bootstrap servers (``latest_is_exact``). A cluster id of the form
+Apache Kafka generates (22 characters of URL-safe base64: Apache Kafka, Confluent, MSK) is trusted at no
+cost. Any other broker gets one probe: two records in one batch into a private topic
+(``_sparkafka-probe-...``, deleted again), then ListOffsets(latest) must answer 2. A broker that refuses
+the probe topic (authorization) is trusted.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from sparkafka.clients import admin_client, broker_error, cached, new_consumer, new_producer
+from sparkafka.structs import INTERNAL_TOPIC_PREFIX, TopicPartition
+
+__all__ = ["fetched_end_offsets", "latest_is_exact", "looks_like_kafka_cluster_id"]
+
+log = logging.getLogger(__name__)
+
+_KAFKA_CLUSTER_ID = re.compile(r"[A-Za-z0-9_-]{22}")
+_exact: dict[str, bool] = {}
+
+
+def looks_like_kafka_cluster_id(cluster_id: str | None) -> bool:
+    """Whether ``cluster_id`` has the form Apache Kafka generates (a base64url UUID, 22 characters)."""
+    return cluster_id is not None and _KAFKA_CLUSTER_ID.fullmatch(cluster_id) is not None
+
+
+def latest_is_exact(conf: Mapping[str, str], timeout_s: float = 30.0) -> bool:
+    """Whether this broker's ListOffsets(latest) can be trusted (see the module docstring); cached."""
+    servers = str(conf.get("bootstrap.servers"))
+    if servers not in _exact:
+        _exact[servers] = _probe(conf, timeout_s)
+    return _exact[servers]
+
+
+def _probe(conf: Mapping[str, str], timeout_s: float) -> bool:
+    from confluent_kafka import TopicPartition as CTopicPartition
+    from confluent_kafka.admin import NewTopic, OffsetSpec
+
+    admin = admin_client(conf)
+    cluster_id = admin.list_topics(timeout=timeout_s).cluster_id
+    if looks_like_kafka_cluster_id(cluster_id):
+        return True
+    topic = f"{INTERNAL_TOPIC_PREFIX}probe-{uuid.uuid4().hex[:12]}"
+    try:
+        for future in admin.create_topics([NewTopic(topic, 1)], request_timeout=timeout_s).values():
+            future.result(timeout_s)
+    except Exception as e:  # no right to create topics: a managed, so conformant, cluster
+        log.info("cluster %s: not probing ListOffsets (%s); trusting it", cluster_id, e)
+        return True
+    try:
+        producer = new_producer(
+            {**_plain(conf), "linger.ms": "100", "enable.idempotence": "false", "acks": "all"}
+        )
+        producer.produce(topic, b"probe-1")
+        producer.produce(topic, b"probe-2")  # one batch of two: the case the gap shows in
+        if producer.flush(timeout_s):
+            return True
+        spec = {CTopicPartition(topic, 0): OffsetSpec.latest()}
+        latest = next(iter(admin.list_offsets(spec, request_timeout=timeout_s).values())).result(timeout_s)
+    except Exception as e:  # the probe itself failed: keep the conformant path, say so
+        log.warning("ListOffsets probe on cluster %s failed (%s); trusting ListOffsets", cluster_id, e)
+        return True
+    else:
+        if int(latest.offset) == 2:
+            return True
+        log.warning(
+            "broker %s (cluster %s) answers ListOffsets(latest)=%d after a 2-record batch: end offsets are "
+            "resolved by fetching to the end of each partition instead",
+            conf.get("bootstrap.servers"),
+            cluster_id,
+            latest.offset,
+        )
+        return False
+    finally:
+        for future in admin.delete_topics([topic], request_timeout=timeout_s).values():
+            try:
+                future.result(timeout_s)
+            except Exception as e:  # a leftover probe topic is harmless (patterns skip _sparkafka-)
+                log.info("could not delete probe topic %s: %s", topic, e)
+
+
+def _plain(conf: Mapping[str, str]) -> dict[str, str]:
+    drop = ("isolation.level", "group.id", "enable.auto.commit", "auto.offset.reset", "transactional.id")
+    return {k: v for k, v in conf.items() if k not in drop}
+
+
+def fetched_end_offsets(
+    conf: Mapping[str, str],
+    lower_bounds: Mapping[TopicPartition, int],
+    read_committed: bool,
+    timeout_s: float = 30.0,
+) -> dict[TopicPartition, int]:
+    """The end of each partition, found by fetching from ``lower_bounds`` to the end-of-partition event.
+
+    ``lower_bounds`` must not exceed the partition's end as the isolation level sees it (the broker's own
+    ListOffsets answer, or the query's position): a read_committed fetch that starts above the last stable
+    offset waits forever on tansu (measured). The end is the consumer's position after the event, which is
+    past any trailing transaction marker, or the bound itself when nothing was read.
+
+    Raises:
+        BrokerError: the end of some partition was not reached within ``timeout_s``.
+    """
+    from confluent_kafka import KafkaError
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    if not lower_bounds:
+        return {}
+    settings = {
+        **_plain(conf),
+        "group.id": "sparkafka-end-offsets",  # required by librdkafka; never joined or committed
+        "enable.auto.commit": "false",
+        "enable.partition.eof": "true",
+        "fetch.wait.max.ms": "10",
+        "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+    }
+    consumer: Any = cached(
+        "end-offsets-consumer", settings, lambda: new_consumer(settings), lambda c: c.close()
+    )
+    bounds = {tp: max(0, o) for tp, o in lower_bounds.items()}
+    consumer.assign([CTopicPartition(tp.topic, tp.partition, o) for tp, o in bounds.items()])
+    ends = dict(bounds)
+    waiting = set(bounds)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while waiting:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                missing = ", ".join(map(str, sorted(waiting)))
+                raise broker_error(f"finding the end of {missing} by fetching", conf, "timed out")
+            # Short waits: consume() returns only when the batch is full or the wait is over.
+            for msg in consumer.consume(10_000, min(left, 0.02)):
+                tp = TopicPartition(msg.topic(), msg.partition())
+                error = msg.error()
+                if error is None:
+                    ends[tp] = max(ends[tp], msg.offset() + 1)
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    waiting.discard(tp)
+                else:
+                    raise broker_error(f"fetching {tp} to find its end", conf, error)
+        for ctp in consumer.position([CTopicPartition(tp.topic, tp.partition) for tp in bounds]):
+            tp = TopicPartition(ctp.topic, ctp.partition)
+            if ctp.offset >= 0:
+                ends[tp] = max(ends[tp], int(ctp.offset))
+    finally:
+        consumer.unassign()
+    return ends
