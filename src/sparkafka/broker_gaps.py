@@ -41,19 +41,21 @@ def looks_like_kafka_cluster_id(cluster_id: str | None) -> bool:
     return cluster_id is not None and _KAFKA_CLUSTER_ID.fullmatch(cluster_id) is not None
 
 
-def latest_is_exact(conf: Mapping[str, str], timeout_s: float = 30.0) -> bool:
-    """Whether this broker's ListOffsets(latest) can be trusted (see the module docstring); cached."""
+def latest_is_exact(conf: Mapping[str, str], timeout_s: float = 30.0, admin: Any = None) -> bool:
+    """Whether this broker's ListOffsets(latest) can be trusted (see the module docstring); cached.
+
+    ``admin``: the caller's AdminClient (default: the process's one for ``conf``).
+    """
     servers = str(conf.get("bootstrap.servers"))
     if servers not in _exact:
-        _exact[servers] = _probe(conf, timeout_s)
+        _exact[servers] = _probe(conf, timeout_s, admin if admin is not None else admin_client(conf))
     return _exact[servers]
 
 
-def _probe(conf: Mapping[str, str], timeout_s: float) -> bool:
+def _probe(conf: Mapping[str, str], timeout_s: float, admin: Any) -> bool:
     from confluent_kafka import TopicPartition as CTopicPartition
     from confluent_kafka.admin import NewTopic, OffsetSpec
 
-    admin = admin_client(conf)
     cluster_id = admin.list_topics(timeout=timeout_s).cluster_id
     if looks_like_kafka_cluster_id(cluster_id):
         return True

@@ -323,7 +323,7 @@ class AdminMetadata:
         from sparkafka import broker_gaps
 
         answer = self._list_offsets({tp: OffsetSpec.latest() for tp in tps}, "latest")
-        if not answer or broker_gaps.latest_is_exact(self._conf, self._timeout_s):
+        if not answer or broker_gaps.latest_is_exact(self._conf, self._timeout_s, self._admin):
             return answer
         existing = self.topics()
         gone = {tp for tp in answer if tp.topic not in existing}

@@ -12,7 +12,7 @@ from sparkafka.clients import AdminMetadata, cached, is_retriable, with_retries
 from sparkafka.errors import BrokerError, PartitionsGoneError
 from sparkafka.structs import TopicPartition
 
-CONF = {"bootstrap.servers": "10.0.0.1:9092"}
+CONF = {"bootstrap.servers": "127.0.0.1:1"}  # never contacted: every client here is a fake
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 
 
@@ -65,7 +65,7 @@ def test_retriable_errors_are_retried_with_backoff(code: int) -> None:
 def test_retries_stop_at_the_timeout_with_the_clear_error() -> None:
     clock = FakeClock()
     errors: list[BaseException] = [kafka_error(KafkaError.NOT_LEADER_FOR_PARTITION)] * 100
-    with pytest.raises(BrokerError, match=r"looking up x failed against bootstrap servers 10\.0\.0\.1:9092"):
+    with pytest.raises(BrokerError, match=r"looking up x failed against bootstrap servers 127\.0\.0\.1:1"):
         with_retries("looking up x", CONF, flaky(errors), 5.0, clock=clock, sleep=clock.sleep)
     assert sum(clock.slept) <= 5.0
     assert max(clock.slept) == 1.0  # backoff capped
@@ -113,6 +113,8 @@ class _Topic:
 
 
 class _Meta:
+    cluster_id = "MkU3OEVBNTcwNTJENDM2Qg"  # the form Apache Kafka generates: no ListOffsets probe
+
     def __init__(self, topics: dict[str, int]) -> None:
         self.topics = {t: _Topic(n) for t, n in topics.items()}
         self.brokers = {1: None}
