@@ -62,9 +62,17 @@ class KafkaDataSource(DataSource):
         return KafkaStreamWriter(options, input_columns(schema, options))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from sparkafka.errors import ConfigError
         from sparkafka.sink.options import input_columns, parse_sink_options
         from sparkafka.sink.writer import KafkaBatchWriter
 
+        if overwrite:
+            # Spark's JVM refuses ErrorIfExists (its default) and Ignore for every Python data source
+            # before this runs; Overwrite reaches here, and a Kafka topic cannot be overwritten.
+            raise ConfigError(
+                'a Kafka topic can only be appended to: write with .mode("append") (Spark\'s default mode, '
+                "ErrorIfExists, is refused by Spark for Python data sources)"
+            )
         options = parse_sink_options(self.options)
         return KafkaBatchWriter(options, input_columns(schema, options))
 

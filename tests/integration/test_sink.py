@@ -322,3 +322,15 @@ def test_record_the_broker_rejects_as_too_large_fails_the_batch_before_commit(
     with pytest.raises(Exception, match=r"MSG_SIZE_TOO_LARGE.*max\.message\.bytes"):
         writer.save()
     assert out_values(kafka_conf, topic) == Counter()
+
+
+def test_batch_write_says_to_append(spark: Any, bootstrap: str) -> None:
+    df = spark.createDataFrame([("a",)], "value string")
+
+    def writer() -> Any:  # a DataFrameWriter is mutable: a fresh one per attempt
+        return df.write.format("sparkafka").option("kafka.bootstrap.servers", bootstrap).option("topic", "t")
+
+    with pytest.raises(Exception, match=r'can only be appended to: write with \.mode\("append"\)'):
+        writer().mode("overwrite").save()
+    with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):  # Spark's own, before us
+        writer().save()

@@ -344,3 +344,17 @@ def test_default_producer_records_are_all_read_and_counted_by_lag(
     assert sum(p.log_end for p in lag.partitions) == 500
     assert sum(p.committed or 0 for p in lag.partitions) == 500
     assert lag.total_lag == 0
+
+
+def test_batch_read_of_an_empty_range_counts_zero(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(partitions=2)
+    produce(kafka_conf, topic, ["a", "b"], 2)
+    reader = (
+        spark.read.format("sparkafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+    )
+    assert reader.option("startingOffsets", "latest").load().count() == 0
+    # A partition that does not exist is warned about and read as nothing; the others as asked.
+    offsets = f'{{"{topic}": {{"0": -2, "1": -2, "7": 0}}}}'
+    assert reader.option("startingOffsets", offsets).option("endingOffsets", "latest").load().count() == 2

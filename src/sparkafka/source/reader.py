@@ -111,7 +111,11 @@ class _Planner:
             if any(tp in ranges for tp in ps)
         ]
 
-    def read(self, partition: KafkaInputPartition) -> Iterator[Any]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """Read one task's ranges. When ``plan`` found nothing to read, Spark still runs one task with a
+        plain ``InputPartition(None)`` (PySpark's plan_data_source_read): it reads nothing."""
+        if not isinstance(partition, KafkaInputPartition):
+            return iter(())
         o = self.options
         return read_ranges(
             o.kafka, partition.ranges, o.include_headers, o.fail_on_data_loss, o.poll_timeout_ms
@@ -224,7 +228,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         return self._planner.plan(offsets_from_json(start), offsets_from_json(end))
 
-    def read(self, partition: KafkaInputPartition) -> Iterator[Any]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         return self._planner.read(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
@@ -264,5 +268,5 @@ class KafkaBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         return self._planner.plan(self._start, self._end)
 
-    def read(self, partition: KafkaInputPartition) -> Iterator[Any]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         return self._planner.read(partition)
