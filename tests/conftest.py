@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sparkafka.local import EmbeddedBroker
-from sparkafka.local.capabilities import Capability, probe_broker
+from sparkafka.probes import Capability, probe_broker
 
 _capabilities: dict[str, Capability] = {}
 

@@ -73,7 +73,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from sparkafka.local.capabilities import IMPACT, PROBES, probe_broker
+    from sparkafka.probes import IMPACT, PROBES, probe_broker
 
     conf = {"bootstrap.servers": args.bootstrap_servers}
     console = Console()
@@ -161,9 +161,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.available_now:
         cfg = dataclasses.replace(cfg, trigger=None)
     if args.dry_run:
-        from sparkafka.local.spark import stop_spark
         from sparkafka.pipeline.runner import describe_plan
-        from sparkafka.pipeline.session import pipeline_spark
+        from sparkafka.pipeline.session import pipeline_spark, stop_spark
 
         spark = pipeline_spark(cfg)
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -86,7 +87,23 @@ def register(spark: Any) -> None:
     """
     _ship_archive_to_driver_runners(spark)
     _tell_workers_about_speculation(spark)
+    _workers_on_this_interpreter(spark)
     spark.dataSource.register(KafkaDataSource)
+
+
+def _workers_on_this_interpreter(spark: Any) -> None:
+    # PySpark starts Python workers with PYSPARK_PYTHON, else "python3" from PATH: a script run as
+    # .venv/bin/python without activating the venv got workers without sparkafka ("No module named
+    # 'sparkafka'", measured). In local mode the workers run here, so they get this interpreter. The data
+    # source's workers use the interpreter the context has when it is registered, hence before register.
+    sc = spark.sparkContext
+    if os.environ.get("PYSPARK_PYTHON") or sc.getConf().get("spark.pyspark.python"):
+        return
+    if not str(sc.master).startswith("local"):
+        return  # executors elsewhere: their interpreter is PYSPARK_PYTHON's to say (docs/deploy.md)
+    if sc.pythonExec != sys.executable:
+        log.info("Python workers run %s (PYSPARK_PYTHON is unset)", sys.executable)
+        sc.pythonExec = sys.executable
 
 
 def _tell_workers_about_speculation(spark: Any) -> None:

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from sparkafka.committed_view import committed_view
 from sparkafka.local.broker import EmbeddedBroker, free_port
-from sparkafka.local.committed_view import committed_view
 from sparkafka.local.procs import kill_group, start_group, stop_group
 from sparkafka.local.tansu_workarounds import SEAL_VALUE, fetched_end_offsets, seal_latest_offsets
 from sparkafka.structs import TopicPartition

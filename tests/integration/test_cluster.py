@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from sparkafka.committed_view import committed_view
 from sparkafka.local.cluster import StandaloneCluster, spark_home
-from sparkafka.local.committed_view import committed_view
 from sparkafka.local.procs import kill_group, start_group
 from tests.integration.source_helpers import group_offsets, produce
 

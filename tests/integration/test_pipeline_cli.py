@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkafka.local.committed_view import committed_view
+from sparkafka.committed_view import committed_view
 from tests.integration.source_helpers import produce
 
 SPARKAFKA = [sys.executable, "-m", "sparkafka.cli"]
@@ -24,6 +24,9 @@ PIPELINE = """
 name = "test-pipeline"
 checkpoint = "ck"
 trigger = "1 second"
+
+[spark.config]
+"spark.sql.shuffle.partitions" = "7"
 
 [source]
 decode = "json"
@@ -123,6 +126,8 @@ def test_pipeline_runs_stops_on_ctrl_c_and_resumes_exactly_once(
     assert "hunter2" not in dry.stdout + dry.stderr
     assert "'kafka.sasl.password': '********'" in dry.stdout
     assert "view source: struct<order_id:string,amount:double,_malformed:boolean" in dry.stdout
+    # [spark.config] wins over sparkafka's own defaults (which set 2 shuffle partitions).
+    assert "'spark.sql.shuffle.partitions': '7'" in dry.stdout
 
     out = run_until(start(pipeline, bootstrap, log_json), lambda: output(kafka_conf, dst) == valid(0, 100))
     assert "hunter2" not in out

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 import sparkafka
+from sparkafka.committed_view import committed_view
 from sparkafka.kafka import partition_for_key
-from sparkafka.local.committed_view import committed_view
 
 
 def out_values(conf: dict[str, str], topic: str) -> Counter[bytes]:

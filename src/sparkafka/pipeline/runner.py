@@ -136,7 +136,7 @@ def describe_plan(spark: Any, cfg: PipelineConfig) -> str:
         f"pipeline {cfg.name} ({cfg.path})",
         f"checkpoint: {cfg.checkpoint}",
         f"trigger: {cfg.trigger or 'availableNow'}",
-        f"spark: master {describe_master(spark)}, config {dict(cfg.spark_config)}",
+        f"spark: master {describe_master(spark)}, config in effect {_effective(spark, cfg.spark_config)}",
         f"source ({cfg.decode}): {mask_secrets(cfg.source_options)}",
         f"view source: {source_frame(spark, cfg).schema.simpleString()}",
     ]
@@ -144,6 +144,12 @@ def describe_plan(spark: Any, cfg: PipelineConfig) -> str:
     lines.append(f"output: {_output(spark, cfg).schema.simpleString()}")
     lines.append(f"sink: {mask_secrets(cfg.sink_options)}")
     return "\n".join(lines)
+
+
+def _effective(spark: Any, wanted: Mapping[str, str]) -> dict[str, str | None]:
+    """What the running Spark has for each ``[spark.config]`` key (it must be what the file says)."""
+    conf = spark.sparkContext.getConf()
+    return {key: conf.get(key) for key in wanted}
 
 
 def _sink_delta(cfg: PipelineConfig, start: Mapping[str, int] | None) -> dict[str, int] | None:
@@ -163,8 +169,7 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
     from rich.markup import escape
 
     import sparkafka
-    from sparkafka.local.spark import stop_spark
-    from sparkafka.pipeline.session import pipeline_spark
+    from sparkafka.pipeline.session import pipeline_spark, stop_spark
 
     stop = threading.Event()
     console = Console(file=out)

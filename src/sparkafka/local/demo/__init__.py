@@ -210,9 +210,9 @@ def run_demo(out: TextIO, orders: int = 3000, minutes: int = 4, partitions: int 
     """The whole demo; returns 0 only if the verification holds."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    from sparkafka.committed_view import committed_view
     from sparkafka.lag import fetch_group_lag
     from sparkafka.local.broker import EmbeddedBroker
-    from sparkafka.local.committed_view import committed_view
 
     def say(text: str) -> None:
         print(f"\n== {text}", file=out, flush=True)

@@ -1,7 +1,8 @@
-"""Probe a broker for the Kafka behaviours sparkafka relies on.
+"""Probe a broker for the Kafka behaviours sparkafka relies on: ``sparkafka doctor``'s checks.
 
-Tests use these probes to skip, with the reason printed, what a non-conformant broker (such as the embedded
-tansu) cannot serve, so the same tests run in full against a real Apache Kafka.
+Runs in the CLI's process (``doctor``) and in tests. Tests use these probes to skip, with the reason printed,
+what a non-conformant broker (such as the embedded tansu) cannot serve, so the same tests run in full
+against a real Apache Kafka. Each probe creates its own short-lived topic and deletes it again.
 """
 
 from __future__ import annotations
@@ -176,7 +177,7 @@ def probe_api_versions(conf: Mapping[str, str]) -> Capability:
 def probe_transactions(conf: Mapping[str, str]) -> Capability:
     """A transactional producer can init, produce and commit (the exactly-once sink's foundation)."""
 
-    from sparkafka.local.committed_view import committed_view
+    from sparkafka.committed_view import committed_view
 
     topic = _new_topic(conf)
     try:
@@ -196,7 +197,7 @@ def probe_transactions(conf: Mapping[str, str]) -> Capability:
 def probe_transaction_timeout(conf: Mapping[str, str], wait_s: float = 20.0) -> Capability:
     """The broker aborts a transaction left open past transaction.timeout.ms (bounds lingering data)."""
 
-    from sparkafka.local.committed_view import read_raw_batches
+    from sparkafka.committed_view import read_raw_batches
 
     topic = _new_topic(conf)
     try:
