@@ -167,14 +167,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
         spark = pipeline_spark(cfg)
         try:
             print(describe_plan(spark, cfg))
-        except Exception as e:  # the SQL or the decoding is wrong: say so without a JVM stack trace
+        except ConfigError as e:  # the SQL, schema or columns are wrong: named by file and field
+            print(f"sparkafka run: {e}", file=sys.stderr)
+            return 2
+        except Exception as e:  # anything else Spark says: its first line, without a JVM stack trace
             print(f"sparkafka run: {args.pipeline}: {str(e).splitlines()[0]}", file=sys.stderr)
             return 2
         finally:
             stop_spark(spark)
         return 0
+    from sparkafka.pipeline.preflight import preflight
     from sparkafka.pipeline.runner import run_pipeline
 
+    try:
+        preflight(cfg)  # seconds, before Spark starts: broker, topics, tables
+    except ConfigError as e:
+        print(f"sparkafka run: {e}", file=sys.stderr)
+        return 2
     return run_pipeline(cfg, sys.stdout, args.log_json)
 
 

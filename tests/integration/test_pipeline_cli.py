@@ -131,14 +131,23 @@ def test_pipeline_runs_stops_on_ctrl_c_and_resumes_exactly_once(
 
     out = run_until(start(pipeline, bootstrap, log_json), lambda: output(kafka_conf, dst) == valid(0, 100))
     assert "hunter2" not in out
-    assert "summary" in out
+    assert "summary: pipeline test-pipeline:" in out
+    # Not a terminal: one plain line per batch, nothing cut to a width.
+    assert any(line.startswith("batch ") and "group commits ok/failed" in line for line in out.splitlines())
     lines = [json.loads(line) for line in log_json.read_text().splitlines()]
     assert lines
     assert sum(line["input_rows"] for line in lines) == 100
-    assert lines[-1]["records_out"] == sum(valid(0, 100).values())
-    assert {"batch", "input_per_s", "processed_per_s", "duration_ms", "behind", "commits_succeeded"} <= set(
-        lines[0]
-    )
+    # Per-batch fields add up to the cumulative (_total) ones.
+    assert lines[-1]["records_out_total"] == sum(valid(0, 100).values())
+    assert sum(line["records_out"] for line in lines) == lines[-1]["records_out_total"]
+    assert {
+        "batch",
+        "input_per_s",
+        "processed_per_s",
+        "duration_ms",
+        "behind",
+        "commits_succeeded_total",
+    } <= set(lines[0])
 
     # Rerun on the same checkpoint: only the new orders are processed, nothing twice.
     produce(kafka_conf, src, orders(100, 60), partitions=2)
@@ -310,3 +319,45 @@ def test_undecodable_values_are_skipped_dead_lettered_or_fail_the_batch_counted(
         dead = [r for rs in committed_view(kafka_conf, dlq).values() for r in rs]
         assert sorted(r.value for r in dead) == [b"{not json"] * 5
         assert {r.key for r in dead} == {f"k{i}".encode() for i in range(50) if i % 10 == 3}
+
+
+@pytest.mark.parametrize("fault", ["address", "topic", "table", "sql"])
+def test_run_fails_fast_with_its_own_sentence_last(
+    kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, fault: str
+) -> None:
+    from sparkafka.local.broker import free_port
+
+    src, dst = new_topic(partitions=1), new_topic(partitions=1)
+    text = PIPELINE.format(src=src, dst=dst, group="g-fail", prefix=f"fail-{uuid.uuid4().hex[:6]}")
+    address = bootstrap
+    expected = {
+        "address": "no Kafka broker answered",
+        "topic": "source.options subscribe=",
+        "table": "table[0].path",
+        "sql": "transform.sql: ",
+    }[fault]
+    if fault == "address":
+        address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    elif fault == "topic":
+        text = text.replace(f'subscribe = "{src}"', 'subscribe = "no-such-topic"')
+    elif fault == "table":
+        text += '\n[[table]]\nname = "rates"\npath = "missing.csv"\n'
+    else:
+        text = text.replace("FROM source WHERE", "FROM source WHER")
+    pipeline = tmp_path / "pipeline.toml"
+    pipeline.write_text(text)
+    result = subprocess.run(
+        [*SPARKAFKA, "run", str(pipeline)],
+        env={**os.environ, "BOOTSTRAP": address},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # one stream, in the order a terminal shows it
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert result.returncode == 2, result.stdout
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("sparkafka run: "), last
+    assert expected in last
+    assert "Traceback" not in result.stdout
+    assert "Connection refused" not in result.stdout  # librdkafka's noise: the sentence replaces it

@@ -1,4 +1,10 @@
-"""What the pipeline runner shows per micro-batch, derived from Spark's progress and sparkafka's counters."""
+"""What the pipeline runner shows per micro-batch, derived from Spark's progress and sparkafka's counters.
+
+Pure functions of Spark's progress dicts and the counters files, run in the runner's (driver) process. A
+terminal gets a rich status table refreshed in place; anything else (a pipe, a log file) one plain line
+per batch, never cut to a width. JSON lines (``--log-json``) carry the same fields: those ending in
+``_total`` count since the runner started, all others are this batch's.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,16 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["BatchLine", "batch_line", "behind_latest", "render_status", "render_summary"]
+__all__ = [
+    "BatchLine",
+    "batch_line",
+    "behind_latest",
+    "plain_line",
+    "plain_summary",
+    "ran_batch",
+    "render_status",
+    "render_summary",
+]
 
 
 def _offsets(text: Any) -> dict[str, dict[str, int]]:
@@ -33,6 +48,12 @@ MALFORMED_METRIC = "sparkafka_malformed"
 """The observed metric (``observedMetrics`` in a batch's progress) counting undecodable values."""
 
 
+def ran_batch(progress: Mapping[str, Any]) -> bool:
+    """Whether a progress event reports a batch that ran (also one that read nothing but wrote, such as a
+    window closing on a watermark), not an idle trigger that found no data."""
+    return "addBatch" in (progress.get("durationMs") or {})
+
+
 @dataclass(frozen=True)
 class BatchLine:
     batch: int
@@ -41,12 +62,15 @@ class BatchLine:
     processed_per_s: float
     duration_ms: int
     behind: int | None
-    commits_succeeded: int | None
-    commits_failed: int | None
-    transactions: int | None
+    commits_succeeded_total: int | None
+    """Group offset commits that succeeded, over the group's runs (the source's metrics file)."""
+    commits_failed_total: int | None
+    transactions_total: int | None
     """Transactions committed by the exactly-once sink since the runner started."""
-    records_out: int | None
+    records_out_total: int | None
     """Records in those transactions since the runner started."""
+    records_out: int | None = None
+    """Records the exactly-once sink committed for this batch."""
     out_per_s: float | None = None
     """Records the sink committed for this batch, per second of the batch's duration."""
     malformed: int | None = None
@@ -64,11 +88,12 @@ def batch_line(
 ) -> BatchLine:
     sources = progress.get("sources") or [{}]
     duration_ms = int((progress.get("durationMs") or {}).get("triggerExecution", 0))
-    records_out = None if sink_since_start is None else sink_since_start.get("records", 0)
-    out_per_s = None
-    if records_out is not None and duration_ms > 0:
-        before = previous.records_out if previous is not None and previous.records_out is not None else 0
-        out_per_s = (records_out - before) * 1000 / duration_ms
+    total = None if sink_since_start is None else sink_since_start.get("records", 0)
+    records_out = out_per_s = None
+    if total is not None:
+        before = previous.records_out_total if previous is not None else None
+        records_out = total - (before or 0)
+        out_per_s = records_out * 1000 / duration_ms if duration_ms > 0 else None
     return BatchLine(
         batch=int(progress.get("batchId", -1)),
         input_rows=int(progress.get("numInputRows", 0)),
@@ -76,9 +101,10 @@ def batch_line(
         processed_per_s=float(progress.get("processedRowsPerSecond") or 0.0),
         duration_ms=duration_ms,
         behind=behind_latest(sources[0]),
-        commits_succeeded=None if source_metrics is None else source_metrics.commits_succeeded,
-        commits_failed=None if source_metrics is None else source_metrics.commits_failed,
-        transactions=None if sink_since_start is None else sink_since_start.get("transactions", 0),
+        commits_succeeded_total=None if source_metrics is None else source_metrics.commits_succeeded,
+        commits_failed_total=None if source_metrics is None else source_metrics.commits_failed,
+        transactions_total=None if sink_since_start is None else sink_since_start.get("transactions", 0),
+        records_out_total=total,
         records_out=records_out,
         out_per_s=out_per_s,
         malformed=_observed_count(progress, MALFORMED_METRIC),
@@ -116,8 +142,8 @@ def render_status(name: str, line: BatchLine | None, state: str) -> Any:
         "batch ms": "duration_ms",
         "behind latest": "behind",
         "group commits ok/failed": None,
-        "txns committed": "transactions",
-        "records out": "records_out",
+        "txns committed": "transactions_total",
+        "records out": "records_out_total",
         "malformed": "malformed",
     }
     for title in columns:
@@ -125,7 +151,7 @@ def render_status(name: str, line: BatchLine | None, state: str) -> Any:
     if line is None:
         table.add_row(*(["-"] * len(columns)))
         return table
-    commits = f"{_show(line.commits_succeeded)}/{_show(line.commits_failed)}"
+    commits = f"{_show(line.commits_succeeded_total)}/{_show(line.commits_failed_total)}"
     table.add_row(*[commits if attr is None else _show(getattr(line, attr)) for attr in columns.values()])
     return table
 
@@ -149,8 +175,37 @@ def render_summary(name: str, lines: list[BatchLine]) -> Any:
         _show(sum(x.input_rows for x in lines)),
         _show(float(mean)),
         _show(last.behind if last else None),
-        _show(last.transactions if last else None),
-        _show(last.records_out if last else None),
+        _show(last.transactions_total if last else None),
+        _show(last.records_out_total if last else None),
         _show(sum(counted) if counted else None),
     )
     return table
+
+
+def plain_line(line: BatchLine) -> str:
+    """One batch as one line, for output that is not a terminal."""
+    s = _show
+    return (
+        f"batch {line.batch}: in {s(line.input_rows)} rows ({s(line.input_per_s)}/s), processed "
+        f"{s(line.processed_per_s)}/s, out {s(line.records_out)} records ({s(line.out_per_s)}/s), "
+        f"{s(line.duration_ms)} ms, behind latest {s(line.behind)}, malformed {s(line.malformed)}; "
+        f"since start: txns {s(line.transactions_total)}, records out {s(line.records_out_total)}; "
+        f"group commits ok/failed {s(line.commits_succeeded_total)}/{s(line.commits_failed_total)}"
+    )
+
+
+def plain_summary(name: str, lines: list[BatchLine]) -> str:
+    """The summary as one line, for output that is not a terminal."""
+    last = lines[-1] if lines else None
+    counted = [x.malformed for x in lines if x.malformed is not None]
+    mean = sum(x.duration_ms for x in lines) / len(lines) if lines else 0.0
+    parts = [
+        f"{len(lines)} batches",
+        f"{_show(sum(x.input_rows for x in lines))} input rows",
+        f"mean batch {_show(mean)} ms",
+        f"behind latest at end {_show(last.behind if last else None)}",
+        f"txns {_show(last.transactions_total if last else None)}",
+        f"records out {_show(last.records_out_total if last else None)}",
+        f"malformed {_show(sum(counted) if counted else None)}",
+    ]
+    return f"summary: pipeline {name}: " + ", ".join(parts)

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import re
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
 from sparkafka.clientconf import mask_secrets
+from sparkafka.errors import ConfigError
 from sparkafka.pipeline.config import PipelineConfig
 from sparkafka.pipeline.progress import (
     MALFORMED_METRIC,
     BatchLine,
     batch_line,
+    plain_line,
+    plain_summary,
+    ran_batch,
     render_status,
     render_summary,
 )
@@ -47,14 +53,15 @@ def source_frame(spark: Any, cfg: PipelineConfig) -> Any:
             "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value", *KAFKA_COLUMNS[1:]
         )
     schema = f"{cfg.schema}, _corrupt STRING"
-    parsed = raw.selectExpr(
-        f"from_json(CAST(value AS STRING), '{_quote(schema)}', "
-        "map('columnNameOfCorruptRecord', '_corrupt', 'mode', 'PERMISSIVE')) AS _data",
-        "CAST(key AS STRING) AS key",
-        "key AS _raw_key",
-        "value AS _raw_value",
-        *KAFKA_COLUMNS[1:],
-    )
+    with _field(cfg, "source.schema"):
+        parsed = raw.selectExpr(
+            f"from_json(CAST(value AS STRING), '{_quote(schema)}', "
+            "map('columnNameOfCorruptRecord', '_corrupt', 'mode', 'PERMISSIVE')) AS _data",
+            "CAST(key AS STRING) AS key",
+            "key AS _raw_key",
+            "value AS _raw_value",
+            *KAFKA_COLUMNS[1:],
+        )
     return parsed.selectExpr(
         "_data.*",
         "_data._corrupt IS NOT NULL AS _malformed",
@@ -92,6 +99,24 @@ def _split_malformed(src: Any, cfg: PipelineConfig) -> tuple[Any, Any | None]:
     ), None
 
 
+@contextlib.contextmanager
+def _field(cfg: PipelineConfig, field: str) -> Iterator[None]:
+    """Spark's analysis and parse errors, as one sentence naming the pipeline file and field."""
+    try:
+        yield
+    except Exception as e:  # AnalysisException, ParseException and the like, from the JVM
+        raise ConfigError(f"{cfg.path}: {field}: {first_line(str(e))}") from None
+
+
+def first_line(text: str) -> str:
+    """The sentence that matters in a Spark error: sparkafka's own error if one is inside, else line one."""
+    ours = re.findall(r"sparkafka\.errors\.\w+: (.+)", text)
+    if ours:
+        return str(ours[-1]).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else text
+
+
 def _quote(text: str | None) -> str:
     """``text`` inside a single-quoted Spark SQL literal (which reads backslash escapes)."""
     return (text or "").replace("\\", "\\\\").replace("'", "\\'")
@@ -102,16 +127,19 @@ def _output(spark: Any, cfg: PipelineConfig) -> Any:
     if cfg.watermark:
         src = src.withWatermark(*cfg.watermark)
     src.createOrReplaceTempView("source")
-    for table in cfg.tables:
+    for i, table in enumerate(cfg.tables):
         reader = spark.read.format(table.format)
         if table.format == "csv":
             reader = reader.option("header", "true").option("inferSchema", "true")
-        reader.load(table.path).createOrReplaceTempView(table.name)
-    df = spark.sql(cfg.sql) if cfg.sql else src
-    columns = [f"{cfg.value} AS value"]
+        with _field(cfg, f"table[{i}]"):
+            reader.load(table.path).createOrReplaceTempView(table.name)
+    with _field(cfg, "transform.sql"):
+        df = spark.sql(cfg.sql) if cfg.sql else src
+    with _field(cfg, "sink.value"):
+        out = df.selectExpr(f"{cfg.value} AS value")
     if cfg.key:
-        columns.insert(0, f"{cfg.key} AS key")
-    out = df.selectExpr(*columns)
+        with _field(cfg, "sink.key"):
+            out = df.selectExpr(f"{cfg.key} AS key", f"{cfg.value} AS value")
     if dead is None:
         return out
     # Dead letters go through the same sink, so into the same Kafka transactions as the batch's output.
@@ -163,7 +191,12 @@ def _sink_delta(cfg: PipelineConfig, start: Mapping[str, int] | None) -> dict[st
 
 
 def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, poll_s: float = 0.5) -> int:
-    """Run until the query ends (availableNow) or Ctrl-C / SIGTERM (stops between batches). 0 on success."""
+    """Run until the query ends (availableNow) or Ctrl-C / SIGTERM (stops between batches).
+
+    Returns 0 on success, 1 when the query failed, 2 when the pipeline cannot be planned. On a terminal the
+    status table refreshes in place; otherwise one plain line per batch. The last line of a failure is
+    sparkafka's own one-sentence error.
+    """
     from rich.console import Console
     from rich.live import Live
     from rich.markup import escape
@@ -171,11 +204,19 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
     import sparkafka
     from sparkafka.pipeline.session import pipeline_spark, stop_spark
 
-    stop = threading.Event()
+    tty = out.isatty()
     console = Console(file=out)
+
+    def say(text: str, style: str = "") -> None:
+        if tty:
+            console.print(f"[{style}]{escape(text)}[/{style}]" if style else escape(text))
+        else:
+            print(text, file=out, flush=True)
+
+    stop = threading.Event()
     warning = cfg.timeout_warning()
     if warning:
-        console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+        say(f"warning: {warning}", "yellow")
     sink_start = sparkafka.sink_metrics(cfg.transactional_id_prefix) if cfg.transactional_id_prefix else None
     lines: list[BatchLine] = []
     json_file = Path(log_json).open("a") if log_json else None  # noqa: SIM115 - closed in finally
@@ -185,21 +226,21 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     query = None
+    failure: str | None = None
     code = 0
     try:
         query = build_query(spark, cfg)
-        console.print(
-            f"pipeline {cfg.name} started; checkpoint {cfg.checkpoint}; Ctrl-C stops after the batch"
-        )
+        say(f"pipeline {cfg.name} started; checkpoint {cfg.checkpoint}; Ctrl-C stops after the batch")
         seen = -1
-        with Live(render_status(cfg.name, None, "starting"), console=console, auto_refresh=False) as live:
+        live = Live(render_status(cfg.name, None, "starting"), console=console, auto_refresh=False)
+        with live if tty else contextlib.nullcontext():
             while query.isActive and not stop.is_set():
                 try:
                     query.awaitTermination(poll_s)
                 except Exception:  # the query failed; reported below from query.exception()
                     break
                 for progress in query.recentProgress:
-                    if progress["batchId"] <= seen or not progress.get("numInputRows"):
+                    if progress["batchId"] <= seen or not ran_batch(progress):
                         continue
                     seen = progress["batchId"]
                     group = cfg.group_id
@@ -210,24 +251,37 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
                         lines[-1] if lines else None,
                     )
                     lines.append(line)
+                    if not tty:
+                        print(plain_line(line), file=out, flush=True)
                     if json_file:
                         json_file.write(line.to_json() + "\n")
                         json_file.flush()
-                live.update(render_status(cfg.name, lines[-1] if lines else None, "running"), refresh=True)
+                if tty:
+                    live.update(
+                        render_status(cfg.name, lines[-1] if lines else None, "running"), refresh=True
+                    )
             if stop.is_set() and query.isActive:
-                live.update(render_status(cfg.name, lines[-1] if lines else None, "stopping"), refresh=True)
+                if tty:
+                    live.update(
+                        render_status(cfg.name, lines[-1] if lines else None, "stopping"), refresh=True
+                    )
                 _stop_between_batches(query)
         if query.exception() is not None:
-            first = str(query.exception()).splitlines()[0]
-            console.print(f"[red]query failed:[/red] {escape(first)}")
-            code = 1
+            failure, code = f"query failed: {first_line(str(query.exception()))}", 1
+    except ConfigError as e:  # the plan is wrong (SQL, schema, columns): named by file and field
+        failure, code = str(e), 2
     finally:
         if query is not None and query.isActive:
             query.stop()
         stop_spark(spark)
         if json_file:
             json_file.close()
-    console.print(render_summary(cfg.name, lines))
+    if tty:
+        console.print(render_summary(cfg.name, lines))
+    else:
+        print(plain_summary(cfg.name, lines), file=out, flush=True)
+    if failure:
+        print(f"sparkafka run: {failure}", file=out, flush=True)  # the last line, whatever came before
     return code
 
 
