@@ -42,6 +42,11 @@ def _cmd_lag(args: argparse.Namespace) -> int:
     from sparkafka.lag import fetch_group_lag, plot_lag, watch_lag
 
     conf = {"bootstrap.servers": args.bootstrap_servers}
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM ends a watch like Ctrl-C: the readings so far are kept and plotted
+
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         first = fetch_group_lag(conf, args.group, args.topic)
         if not first.has_commits:

@@ -133,6 +133,17 @@ def watch_lag(
     console = Console(file=out)
     started = time.monotonic()
     history: list[tuple[float, int]] = [(0.0, first.total_lag)]
+    if not out.isatty():  # a pipe or a file: every reading as plain lines, as it is taken
+        print(plain(first, 0.0), file=out, flush=True)
+        try:
+            while interval_s is not None and (count is None or len(history) < count):
+                sleep(interval_s)
+                reading = read()
+                history.append((time.monotonic() - started, reading.total_lag))
+                print(plain(reading, history[-1][0]), file=out, flush=True)
+        except KeyboardInterrupt:
+            pass
+        return history
     if interval_s is None:
         console.print(render(first))
         return history
@@ -146,6 +157,19 @@ def watch_lag(
         except KeyboardInterrupt:
             pass
     return history
+
+
+def plain(lag: GroupLag, at_s: float) -> str:
+    """One reading as plain lines (a header per reading, a line per partition), for pipes and files."""
+    rows = [f"group {lag.group_id} at {at_s:.1f} s: total lag {lag.total_lag}"]
+    for p in lag.partitions:
+        committed = "-" if p.committed is None else str(p.committed)
+        lag_text = "-" if p.lag is None else str(p.lag)
+        rows.append(
+            f"  {p.tp.topic} {p.tp.partition}: committed {committed}, log end {p.log_end}, lag {lag_text}, "
+            f"behind open txn {p.held}"
+        )
+    return "\n".join(rows)
 
 
 def plot_lag(history: list[tuple[float, int]], group_id: str, path: str) -> None:

@@ -41,3 +41,17 @@ def test_single_reading_prints_a_table() -> None:
     text = out.getvalue()
     assert "group g" in text
     assert "total" in text
+
+
+def test_watch_into_a_pipe_prints_each_reading_as_it_is_taken() -> None:
+    out = io.StringIO()
+    seen_before_next: list[str] = []
+    readings = iter([compute_lag("g", {A0: c}, {A0: 10}) for c in (0, 4, 10)])
+
+    def sleep(_s: float) -> None:
+        seen_before_next.append(out.getvalue())  # what a reader of the pipe has so far
+
+    watch_lag(next(readings), lambda: next(readings), out, interval_s=1.0, count=3, sleep=sleep)
+    assert "total lag 10" in seen_before_next[0]
+    assert "total lag 6" in seen_before_next[1]
+    assert "a 0: committed 10, log end 10, lag 0, behind open txn 0" in out.getvalue()

@@ -39,6 +39,28 @@ SPECULATION_ENV = "SPARKAFKA_SPARK_SPECULATION"
 (the planner process that makes writers has no SparkConf)."""
 
 
+_warned_short: set[tuple[str | None, int]] = set()
+
+
+def warn_if_short_timeout(options: SinkOptions) -> bool:
+    """Warn, once per prefix and timeout in this process, when transactions may time out before recovery.
+
+    Writers are made every micro-batch, in a planner process Spark keeps: the warning would otherwise
+    repeat each batch. Returns whether it warned now.
+    """
+    key = (options.transactional_id_prefix, options.transaction_timeout_ms)
+    if options.transaction_timeout_ms >= _MIN_TIMEOUT_MS or key in _warned_short:
+        return False
+    _warned_short.add(key)
+    log.warning(
+        "kafka.transaction.timeout.ms=%d is short: it must exceed the trigger interval plus the time to "
+        "recover after a crash, or the broker aborts transactions that were about to be committed "
+        "(sparkafka then writes the batch again on restart; see the README's exactly-once conditions)",
+        options.transaction_timeout_ms,
+    )
+    return True
+
+
 def check_no_speculation() -> None:
     """Refuse exactly_once under speculation: two attempts of one task share its transactional id.
 
@@ -98,13 +120,7 @@ class _Writer:
         self._tids_in_use = 0
         if options.delivery == "exactly_once":
             check_no_speculation()
-            if options.transaction_timeout_ms < _MIN_TIMEOUT_MS:
-                log.warning(
-                    "kafka.transaction.timeout.ms=%d is short: it must exceed the trigger interval plus the "
-                    "time to recover after a crash, or the broker aborts transactions that were about to be "
-                    "committed (Flink warns alike)",
-                    options.transaction_timeout_ms,
-                )
+            warn_if_short_timeout(options)
             committer = TwoPhaseCommitter.for_options(options)
             state = committer.recover()
             if query_id is not None:

@@ -275,3 +275,26 @@ def test_broker_rejecting_a_record_as_too_large_fails_the_flush_with_the_fix() -
     delivery = _Delivery()
     with pytest.raises(BrokerError, match=r"orders-3: .*MSG_SIZE_TOO_LARGE.*topic's max\.message\.bytes"):
         _flush(Producer(delivery), delivery)
+
+
+def test_short_timeout_warning_once_per_prefix_not_per_batch() -> None:
+    from sparkafka.sink.writer import warn_if_short_timeout
+
+    short = parse(
+        deliveryGuarantee="exactly_once",
+        transactionalIdPrefix="warn-once",
+        **{"kafka.transaction.timeout.ms": "10000"},
+    )
+    assert warn_if_short_timeout(short)
+    assert not warn_if_short_timeout(short)  # the next batch's writer: quiet
+    assert not warn_if_short_timeout(parse(deliveryGuarantee="exactly_once", transactionalIdPrefix="ok"))
+
+
+def test_speculation_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sparkafka.sink.writer import SPECULATION_ENV, check_no_speculation
+
+    monkeypatch.setenv(SPECULATION_ENV, "false")
+    check_no_speculation()
+    monkeypatch.setenv(SPECULATION_ENV, "true")
+    with pytest.raises(ConfigError, match="cannot run with spark.speculation=true"):
+        check_no_speculation()
