@@ -296,5 +296,5 @@ def test_speculation_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv(SPECULATION_ENV, "false")
     check_no_speculation()
     monkeypatch.setenv(SPECULATION_ENV, "true")
-    with pytest.raises(ConfigError, match="cannot run with spark.speculation=true"):
+    with pytest.raises(ConfigError, match=r"cannot run with spark\.speculation=true"):
         check_no_speculation()
