@@ -6,6 +6,7 @@ every lookup here is by lower-cased name, and errors use the documented (camelCa
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -28,17 +29,32 @@ class OptionReader:
         what: how errors name the thing being configured, e.g. "sparkafka source".
     """
 
-    def __init__(self, options: Mapping[str, Any], known: Iterable[str], what: str) -> None:
+    def __init__(
+        self,
+        options: Mapping[str, Any],
+        known: Iterable[str],
+        what: str,
+        instead: Mapping[str, str] | None = None,
+    ) -> None:
         self._raw = {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
+        spelled = {str(k).lower(): str(k) for k in options}  # as given (Spark lower-cases its keys)
         self._known = {k.lower(): k for k in known}
         self._what = what
+        for key, why in (instead or {}).items():
+            if key.lower() in self._raw:
+                raise ConfigError(f"option {spelled[key.lower()]} is not a sparkafka option: {why}")
         unknown = sorted(k for k in self._raw if k not in self._known and not k.startswith(KAFKA_PREFIX))
         if unknown:
             valid = ", ".join(sorted(self._known.values()))
+            named = ", ".join(spelled[k] + self._did_you_mean(k) for k in unknown)
             raise ConfigError(
-                f"unknown option(s) for the {what}: {', '.join(unknown)}. "
+                f"unknown option(s) for the {what}: {named}. "
                 f"Valid options: {valid}, and kafka.* for Kafka client settings"
             )
+
+    def _did_you_mean(self, key: str) -> str:
+        close = difflib.get_close_matches(key, list(self._known), n=1, cutoff=0.75)
+        return f" (did you mean {self._known[close[0]]}?)" if close else ""
 
     def name(self, key: str) -> str:
         """The documented spelling of ``key``."""

@@ -53,6 +53,27 @@ SOURCE_OPTIONS = (
 )
 
 
+SPARK_KAFKA_INSTEAD = {
+    "minOffsetsPerTrigger": "sparkafka sets no minimum per micro-batch; use a processing-time trigger "
+    "interval to let records accumulate",
+    "maxTriggerDelay": "sparkafka sets no minimum per micro-batch (minOffsetsPerTrigger), so there is no "
+    "delay to bound; use a processing-time trigger interval",
+    "startingOffsetsByTimestamp": "use startingTimestamp (one epoch-ms timestamp for every partition)",
+    "startingOffsetsByTimestampStrategy": "not needed: with startingTimestamp, a partition without a record "
+    "at or after it starts at latest (Spark's strategy latest, Flink's behaviour)",
+    "endingOffsetsByTimestamp": "use endingOffsets (JSON offsets per partition, or latest)",
+    "endingTimestamp": "use endingOffsets (JSON offsets per partition, or latest)",
+    "groupIdPrefix": "sparkafka's readers join no consumer group; set kafka.group.id to commit offsets to a "
+    "group (offsetCommitMode) and to start from its offsets",
+    "minPartitions": "use parallelism (reader tasks per micro-batch); sparkafka never splits a Kafka "
+    "partition across tasks",
+    "kafkaConsumer.pollTimeoutMs": "use pollTimeoutMs",
+    "fetchOffset.numRetries": "retries of offset lookups are bounded by metadataTimeoutMs",
+    "fetchOffset.retryIntervalMs": "retries of offset lookups are bounded by metadataTimeoutMs",
+}
+"""Spark's Kafka source options whose meaning sparkafka does not share, each with what to use instead."""
+
+
 @dataclass(frozen=True)
 class Subscription:
     """What the source reads: exactly one of fixed topics, a pattern, or explicit partitions."""
@@ -166,7 +187,7 @@ def _parse_subscription(reader: OptionReader) -> Subscription:
 
 def parse_source_options(options: Mapping[str, Any], batch: bool = False) -> SourceOptions:
     """Validate the source's options; raise ConfigError naming the option and what is allowed."""
-    reader = OptionReader(options, SOURCE_OPTIONS, "sparkafka source")
+    reader = OptionReader(options, SOURCE_OPTIONS, "sparkafka source", SPARK_KAFKA_INSTEAD)
     kafka = reader.kafka()
     if not kafka.get("bootstrap.servers"):
         raise ConfigError("option kafka.bootstrap.servers is required (host:port[,host:port...])")

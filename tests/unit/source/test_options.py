@@ -51,9 +51,36 @@ def test_auto_commit_is_forced_off_with_a_warning(caplog: pytest.LogCaptureFixtu
 
 def test_unknown_option_lists_valid_ones() -> None:
     with pytest.raises(
-        ConfigError, match=r"unknown option\(s\).*startingofset.*Valid options:.*startingOffsets"
+        ConfigError,
+        match=r"unknown option\(s\).*: startingOfset \(did you mean startingOffsets\?\)\. Valid options:",
     ):
-        parse(startingOfset="earliest")
+        parse(startingOfset="earliest")  # shown as spelled (a pipeline file keeps the user's case)
+    with pytest.raises(ConfigError, match=r"unknown option\(s\) for the sparkafka source: zzz\. Valid"):
+        parse(zzz="1")  # nothing close: no guess
+
+
+@pytest.mark.parametrize(
+    ("option", "instead"),
+    [
+        ("minOffsetsPerTrigger", "use a processing-time trigger interval"),
+        ("maxTriggerDelay", "use a processing-time trigger interval"),
+        ("startingOffsetsByTimestamp", "use startingTimestamp"),
+        ("startingOffsetsByTimestampStrategy", "starts at latest"),
+        ("endingOffsetsByTimestamp", "use endingOffsets"),
+        ("endingTimestamp", "use endingOffsets"),
+        ("groupIdPrefix", "set kafka.group.id"),
+        ("minPartitions", "use parallelism"),
+        ("kafkaConsumer.pollTimeoutMs", "use pollTimeoutMs"),
+    ],
+)
+def test_spark_kafka_option_names_say_what_to_use(option: str, instead: str) -> None:
+    with pytest.raises(ConfigError, match=f"option {option} is not a sparkafka option: .*{instead}"):
+        parse(**{option: "1"})
+
+
+def test_spark_kafka_options_with_the_same_meaning_are_accepted() -> None:
+    o = parse(maxOffsetsPerTrigger="10", failOnDataLoss="false", includeHeaders="true")
+    assert (o.max_records_per_trigger, o.fail_on_data_loss, o.include_headers) == (10, False, True)
 
 
 @pytest.mark.parametrize(
