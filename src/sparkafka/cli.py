@@ -15,7 +15,7 @@ __all__ = ["main"]
 
 
 def _cmd_broker(args: argparse.Namespace) -> int:
-    from sparkafka.local.broker import EmbeddedBroker
+    from sparkafka.local.broker import KNOWN_GAPS, EmbeddedBroker
 
     stop = threading.Event()
     # Both set explicitly: a process started in the background by a non-interactive shell inherits SIGINT
@@ -24,7 +24,16 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     with EmbeddedBroker(port=args.port, storage=args.storage) as broker:
         print(f"bootstrap servers: {broker.bootstrap_servers}  (pid {broker.pid}, log {broker.log_path})")
-        print("Ctrl-C to stop", flush=True)
+        print(
+            "this is tansu, an embedded Kafka-compatible broker for the demo, tests and trying sparkafka: "
+            "not Apache Kafka. Known gaps:"
+        )
+        for gap in KNOWN_GAPS:
+            print(f"  - {gap}")
+        print(
+            f"`sparkafka doctor --bootstrap-servers {broker.bootstrap_servers}` checks each. Ctrl-C to stop"
+        )
+        sys.stdout.flush()
         with contextlib.suppress(KeyboardInterrupt):
             stop.wait()
     print("broker stopped")
@@ -193,7 +202,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from sparkafka import __version__
+
     parser = argparse.ArgumentParser(prog="sparkafka", description="Kafka for Spark, with Flink's semantics")
+    parser.add_argument("--version", action="version", version=f"sparkafka {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -219,8 +231,13 @@ def build_parser() -> argparse.ArgumentParser:
     lag.add_argument("--plot", metavar="PNG", help="write a PNG of total lag over the watched period")
     lag.set_defaults(func=_cmd_lag)
 
-    run = sub.add_parser("run", help="run a Kafka-to-Kafka pipeline declared in a TOML file")
-    run.add_argument("pipeline", help="the pipeline file (see sparkafka.pipeline.config)")
+    run = sub.add_parser(
+        "run",
+        help="run a Kafka-to-Kafka pipeline declared in a TOML file",
+        description="Run a pipeline file: the README's 'Pipelines without PySpark code: sparkafka run' "
+        "section documents every table and field, and examples/*.toml are runnable ones.",
+    )
+    run.add_argument("pipeline", help="the pipeline file (format: README, 'Pipelines without PySpark code')")
     run.add_argument("--dry-run", action="store_true", help="print the resolved plan and schema, run nothing")
     run.add_argument("--log-json", metavar="FILE", help="append one JSON line per micro-batch to FILE")
     run.add_argument(

@@ -25,7 +25,11 @@ def test_broker_command_prints_address_and_stops_on_ctrl_c() -> None:
         assert AdminClient({"bootstrap.servers": address}).list_topics(timeout=10).brokers
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=30) == 0
-        assert "broker stopped" in proc.stdout.read()
+        rest = proc.stdout.read()
+        assert "not Apache Kafka. Known gaps:" in rest  # the banner says what this broker is
+        assert "ListOffsets(latest)" in rest
+        assert f"sparkafka doctor --bootstrap-servers {address}" in rest
+        assert "broker stopped" in rest
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -68,6 +68,16 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+KNOWN_GAPS = (
+    "ListOffsets(latest) misses all but the first record of a batch (sparkafka resolves end offsets by "
+    "fetching instead; other tools may show too little lag)",
+    "read_committed readers also see aborted records (the committed-view oracle filters them)",
+    "transactions never time out, and fenced EndTxn requests drop the connection",
+    "no CreatePartitions, ListTransactions or DescribeTransactions; offsetsForTimes answers 0",
+)
+"""What the embedded broker (tansu 0.6) does unlike Apache Kafka, measured; ``sparkafka doctor`` checks each."""
+
+
 class EmbeddedBroker:
     """A tansu broker on 127.0.0.1 with in-memory storage (or ``storage`` such as ``s3://...``).
 
