@@ -75,7 +75,7 @@ KNOWN_GAPS = (
     "transactions never time out, and fenced EndTxn requests drop the connection",
     "no CreatePartitions, ListTransactions or DescribeTransactions; offsetsForTimes answers 0",
 )
-"""What the embedded broker (tansu 0.6) does unlike Apache Kafka, measured; ``sparkafka doctor`` checks each."""
+"""What the embedded broker (tansu 0.6) does unlike Apache Kafka (measured); ``sparkafka doctor`` checks."""
 
 
 class EmbeddedBroker:
