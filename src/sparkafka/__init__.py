@@ -32,8 +32,9 @@ def source_metrics(group_id: str, metrics_file: str | None = None) -> SourceMetr
     return read_source_metrics(group_id, metrics_file)
 
 
-def sink_metrics(transactional_id_prefix: str) -> dict[str, int]:
-    """Counters of the exactly-once sink with this prefix, over all runs on this host.
+def sink_metrics(transactional_id_prefix: str, query_id: str | None = None) -> dict[str, int]:
+    """Counters of the exactly-once sink with this prefix on this host: over all its queries and runs, or
+    only streaming query ``query_id``'s (a batch write's id is ``batch-<uuid>``).
 
     ``batches`` committed, ``transactions`` committed, ``records`` in them, ``replays`` (replayed batches
     not written again), ``recovered`` (pending intents resolved by recovery), ``partial`` and ``abandoned``
@@ -42,6 +43,8 @@ def sink_metrics(transactional_id_prefix: str) -> dict[str, int]:
     from sparkafka.metrics_files import default_metrics_path, read_json
 
     data = read_json(default_metrics_path("sink", transactional_id_prefix)) or {}
+    if query_id is not None:
+        data = (data.get("queries") or {}).get(query_id, {})
     keys = ("batches", "transactions", "records", "replays", "recovered", "partial", "abandoned")
     return {k: int(data.get(k, 0)) for k in keys}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -220,6 +221,7 @@ def test_every_example_runs_to_completion_on_the_broker(
 
     env = {**os.environ, "BOOTSTRAP": bootstrap, "SPARKAFKA_STATE": str(tmp_path), "COLUMNS": "160"}
     examples = sorted((Path(__file__).parents[2] / "examples").glob("*.toml"))
+    reported: dict[str, int] = {}
     for example in examples:
         result = subprocess.run(
             [*SPARKAFKA, "run", str(example), "--available-now"],
@@ -230,6 +232,10 @@ def test_every_example_runs_to_completion_on_the_broker(
             check=False,
         )
         assert result.returncode == 0, f"{example.name}: {result.stdout}{result.stderr}"
+        summary = [line for line in result.stdout.splitlines() if line.startswith("summary: ")]
+        match = re.search(r"records out ([\d,]+)", summary[-1])
+        assert match, summary
+        reported[example.stem] = int(match.group(1).replace(",", ""))
     enriched = [r.value for rs in committed_view(kafka_conf, "orders-eur").values() for r in rs]
     assert len(enriched) == sum(not o.malformed for o in orders)
     revenue = [
@@ -238,6 +244,8 @@ def test_every_example_runs_to_completion_on_the_broker(
     assert sum(row["orders"] for row in revenue if row["customer"] != FLUSH_CUSTOMER) == sum(
         not o.malformed and o.customer != FLUSH_CUSTOMER for o in orders
     )
+    # The summaries add up to what the topics got, windows closed by a batch that read nothing included.
+    assert reported == {"orders_enrich": len(enriched), "revenue_per_minute": len(revenue)}
 
 
 MALFORMED_PIPELINE = """

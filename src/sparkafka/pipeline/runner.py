@@ -180,13 +180,15 @@ def _effective(spark: Any, wanted: Mapping[str, str]) -> dict[str, str | None]:
     return {key: conf.get(key) for key in wanted}
 
 
-def _sink_delta(cfg: PipelineConfig, start: Mapping[str, int] | None) -> dict[str, int] | None:
+def _sink_delta(cfg: PipelineConfig, query_id: str, start: Mapping[str, int] | None) -> dict[str, int] | None:
+    """This query's exactly-once sink counters since the runner started (other queries of the prefix, and
+    earlier runs, are not counted)."""
     import sparkafka
 
     prefix = cfg.transactional_id_prefix
     if prefix is None or start is None:
         return None
-    now = sparkafka.sink_metrics(prefix)
+    now = sparkafka.sink_metrics(prefix, query_id)
     return {k: now[k] - start.get(k, 0) for k in now}
 
 
@@ -217,7 +219,6 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
     warning = cfg.timeout_warning()
     if warning:
         say(f"warning: {warning}", "yellow")
-    sink_start = sparkafka.sink_metrics(cfg.transactional_id_prefix) if cfg.transactional_id_prefix else None
     lines: list[BatchLine] = []
     json_file = Path(log_json).open("a") if log_json else None  # noqa: SIM115 - closed in finally
     spark = pipeline_spark(cfg)
@@ -230,6 +231,8 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
     code = 0
     try:
         query = build_query(spark, cfg)
+        prefix = cfg.transactional_id_prefix
+        sink_start = sparkafka.sink_metrics(prefix, query.id) if prefix else None
         say(f"pipeline {cfg.name} started; checkpoint {cfg.checkpoint}; Ctrl-C stops after the batch")
         seen = -1
         live = Live(render_status(cfg.name, None, "starting"), console=console, auto_refresh=False)
@@ -247,7 +250,7 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
                     line = batch_line(
                         progress,
                         sparkafka.source_metrics(group) if group else None,
-                        _sink_delta(cfg, sink_start),
+                        _sink_delta(cfg, query.id, sink_start),
                         lines[-1] if lines else None,
                     )
                     lines.append(line)

@@ -157,7 +157,7 @@ class TwoPhaseCommitter:
                     len(intent.handles),
                 )
                 record = self._record_outcome(intent, self._end_all(intent, commit=True))
-                self._count(recovered=1)
+                self._count(intent.query_id, recovered=1)
                 if record.state != "done":
                     log.error("%s", self._unfinished(record))
                 state.latest[intent.query_id] = record
@@ -210,7 +210,7 @@ class TwoPhaseCommitter:
             handles = [r.handle for r in results if r.handle is not None]
             if state.is_done(query_id, batch_id):
                 self._abort_quietly(handles, f"batch {batch_id} of query {query_id} was already committed")
-                self._count(replays=1)
+                self._count(query_id, replays=1)
                 return
             try:
                 self.check_owner(state, query_id)
@@ -349,6 +349,7 @@ class TwoPhaseCommitter:
         else:
             self._store.append(record)
         self._count(
+            intent.query_id,
             batches=int(state == "done"),
             transactions=len(committed),
             records=sum(h.records for h in committed),
@@ -480,19 +481,23 @@ class TwoPhaseCommitter:
 
 
 class _MetricsCounter:
-    """Adds to the sink's counters file (``sink_metrics``); a file that cannot be written only warns."""
+    """Adds to the sink's counters file (``sink_metrics``): the prefix's totals and, under ``queries``, each
+    query's own. A file that cannot be written only warns."""
 
     def __init__(self, prefix: str) -> None:
         self._path = default_metrics_path("sink", prefix)
 
-    def __call__(self, **increments: int) -> None:
+    def __call__(self, query_id: str, **increments: int) -> None:
         increments = {k: n for k, n in increments.items() if n}
         if not increments:
             return
         try:
             data = read_json(self._path) or {}
+            queries = data.setdefault("queries", {})
+            mine = queries.setdefault(query_id, {})
             for key, n in increments.items():
                 data[key] = int(data.get(key, 0)) + n
+                mine[key] = int(mine.get(key, 0)) + n
             write_json_atomically(self._path, data)
         except (OSError, ValueError) as e:
             log.warning("could not update sink metrics %s: %s", self._path, e)

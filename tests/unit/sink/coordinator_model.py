@@ -183,7 +183,7 @@ class World:
         self.counters: Counter[str] = Counter()
         self.ender = ModelEnder(self.coordinator)
 
-    def count(self, **increments: int) -> None:
+    def count(self, query_id: str, **increments: int) -> None:
         self.counters.update(increments)
 
     def committer(self, faults: Callable[[str], None] = no_fault) -> TwoPhaseCommitter:
