@@ -195,6 +195,39 @@ class _Pipeline:
             self.proc.wait()
 
 
+PREFIX = "demo-revenue"
+"""The demo pipeline's transactionalIdPrefix and consumer group (revenue.toml)."""
+
+
+def _batch_ids(directory: Path) -> list[int]:
+    """Batch ids Spark wrote to a checkpoint's ``offsets`` or ``commits`` directory."""
+    try:
+        return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+    except FileNotFoundError:
+        return []
+
+
+def in_flight(checkpoint: Path, conf: dict[str, str]) -> str:
+    """What a crash left: Spark's planned and committed batches, and the sink's newest commit intent."""
+    from sparkafka.sink.intents import IntentLog
+    from sparkafka.sink.txn_tool import STATE_NAMES
+
+    planned, committed = _batch_ids(checkpoint / "offsets"), _batch_ids(checkpoint / "commits")
+    last_planned = planned[-1] if planned else None
+    last_committed = committed[-1] if committed else None
+    spark_side = f"Spark had planned batches up to {last_planned} and committed up to {last_committed}"
+    if last_planned is not None and last_planned != last_committed:
+        spark_side += f", so batch {last_planned} was in flight and will be replayed"
+    intents = IntentLog(conf, PREFIX, create=False)
+    newest = (
+        max(intents.read().latest.values(), key=lambda r: r.at_ms, default=None) if intents.exists() else None
+    )
+    if newest is None:
+        return spark_side + "; the sink had recorded no commit intent yet"
+    state = STATE_NAMES.get(newest.state, newest.state)
+    return f"{spark_side}; the sink's newest commit intent is batch {newest.batch_id}, {state}"
+
+
 def _wait(condition: Any, timeout_s: float, pipeline: _Pipeline) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -210,6 +243,7 @@ def run_demo(out: TextIO, orders: int = 3000, minutes: int = 4, partitions: int 
     """The whole demo; returns 0 only if the verification holds."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    import sparkafka
     from sparkafka.committed_view import committed_view
     from sparkafka.lag import fetch_group_lag
     from sparkafka.local.broker import EmbeddedBroker
@@ -250,6 +284,7 @@ def run_demo(out: TextIO, orders: int = 3000, minutes: int = 4, partitions: int 
                 return 1
             say("killing the Spark driver with SIGKILL, mid-stream (a crash)")
             pipeline.kill_group()
+            print(f"  at the kill: {in_flight(state / 'checkpoint', conf)}", file=out, flush=True)
             _produce(conf, rest, partitions)
             say(
                 f"produced the remaining {len(rest) - 1} orders, and one order minutes later that closes "
@@ -269,7 +304,16 @@ def run_demo(out: TextIO, orders: int = 3000, minutes: int = 4, partitions: int 
             problems = verify_windows(expected, written)
             valid = sum(n for n, _ in expected.values())
             counted = _orders_counted(written)
-            lag = fetch_group_lag(conf, "demo-revenue", "orders")
+            lag = fetch_group_lag(conf, PREFIX, "orders")
+            say("what recovery did, from the sink's counters for this query")
+            query_id = json.loads((state / "checkpoint" / "metadata").read_text())["id"]
+            sink = sparkafka.sink_metrics(PREFIX, query_id)
+            print(
+                f"  {sink['recovered']} batch(es) finished from a commit intent left by the crash; "
+                f"{sink['replays']} replayed batch(es) skipped as already written; {sink['abandoned']} "
+                f"abandoned and {sink['partial']} partial (written again by the replay)",
+                file=out,
+            )
             say("verification with the committed-view oracle (what a read_committed reader sees)")
             print(
                 f"  {len(expected)} customer-minute windows expected, covering {valid} valid orders; the "
@@ -277,6 +321,14 @@ def run_demo(out: TextIO, orders: int = 3000, minutes: int = 4, partitions: int 
                 f"malformed ({malformed} were generated malformed)",
                 file=out,
             )
+            print(
+                f"  the sink committed {sink['records']} records in {sink['transactions']} transactions over "
+                f"both runs; 'revenue' holds {len(written)} records: "
+                + ("they match" if sink["records"] == len(written) else "MISMATCH"),
+                file=out,
+            )
+            if sink["records"] != len(written):
+                problems.append(f"sink counted {sink['records']} records, the topic has {len(written)}")
             for problem in problems[:20]:
                 print(f"  PROBLEM: {problem}", file=out)
             print(f"  consumer group demo-revenue: lag {lag.total_lag} on 'orders'", file=out)
