@@ -82,7 +82,7 @@ def _probe(conf: Mapping[str, str], timeout_s: float, admin: Any) -> bool:
     else:
         if int(latest.offset) == 2:
             return True
-        log.warning(
+        log.info(
             "broker %s (cluster %s) answers ListOffsets(latest)=%d after a 2-record batch: end offsets are "
             "resolved by fetching to the end of each partition instead",
             conf.get("bootstrap.servers"),
