@@ -64,3 +64,13 @@ def test_seal_makes_latest_the_log_end(kafka_conf: dict[str, str], new_topic: Ca
     admin = AdminClient(kafka_conf)
     futures = admin.list_offsets({CTopicPartition(topic, p): OffsetSpec.latest() for p in (0, 1)})
     assert sorted(f.result(30).offset for f in futures.values()) == [51, 51]
+
+
+def test_version_and_run_help_point_at_documentation() -> None:
+    import sparkafka
+
+    version = subprocess.run([*SPARKAFKA, "--version"], capture_output=True, text=True, check=True)
+    assert version.stdout.strip() == f"sparkafka {sparkafka.__version__}"
+    run_help = subprocess.run([*SPARKAFKA, "run", "--help"], capture_output=True, text=True, check=True)
+    assert "README" in run_help.stdout
+    assert ".py" not in run_help.stdout  # not a source file

@@ -298,3 +298,24 @@ def test_speculation_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv(SPECULATION_ENV, "true")
     with pytest.raises(ConfigError, match=r"cannot run with spark\.speculation=true"):
         check_no_speculation()
+
+
+def test_sink_counters_are_kept_per_query_and_per_prefix(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    import sparkafka
+    from sparkafka.sink.twophase import _MetricsCounter
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    count = _MetricsCounter("per-query")
+    count("q1", records=5, transactions=1)
+    count("q2", records=7, transactions=2)
+    count("q1", replays=1, records=0)
+    assert sparkafka.sink_metrics("per-query", "q1")["records"] == 5
+    assert sparkafka.sink_metrics("per-query", "q2")["transactions"] == 2
+    total = sparkafka.sink_metrics("per-query")
+    assert (total["records"], total["transactions"], total["replays"]) == (12, 3, 1)
+    assert sparkafka.sink_metrics("per-query", "never")["records"] == 0
