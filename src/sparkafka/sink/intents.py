@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar, get_args
 
 from sparkafka.clientconf import against_servers
-from sparkafka.clients import admin_client, new_consumer, new_producer, with_retries
+from sparkafka.clients import AdminMetadata, admin_client, new_consumer, new_producer, with_retries
 from sparkafka.errors import BrokerError
 from sparkafka.sink.txn_control import TxnHandle
 from sparkafka.structs import INTERNAL_TOPIC_PREFIX
@@ -206,13 +206,9 @@ class IntentLog:
         key = (self._conf.get("bootstrap.servers"), self.topic)
         if key in _ensured:
             return
-        admin = admin_client(self._conf)
-        meta = self._retry("looking up the commit-intent topic", lambda left: admin.list_topics(timeout=left))
-        brokers = len(meta.brokers)
-        existing = meta.topics.get(self.topic)
-        if existing is not None and existing.error is None:
-            replicas = min((len(p.replicas) for p in existing.partitions.values()), default=0)
-            if replicas == 1 and brokers > 1:
+        brokers, replicas = AdminMetadata(self._conf, self._timeout_s).replicas()
+        if self.topic in replicas:
+            if replicas[self.topic] == 1 and brokers > 1:
                 log.warning(
                     "the commit-intent topic %s has a single replica on a cluster of %d brokers: losing "
                     "that broker loses the record of which batches are committed (recreate it with "
@@ -223,6 +219,7 @@ class IntentLog:
             _ensured.add(key)
             return
         rf, config = topic_settings(brokers)
+        admin = admin_client(self._conf)
 
         def create(left: float) -> None:
             futures = admin.create_topics([NewTopic(self.topic, 1, rf, config=config)], request_timeout=left)

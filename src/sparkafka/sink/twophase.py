@@ -221,7 +221,7 @@ class TwoPhaseCommitter:
             committed = prior.committed if prior is not None and prior.state == "partial" else ()
             if committed:
                 handles = self._skip_committed(query_id, batch_id, committed, results)
-            self._refuse_if_old(query_id, batch_id, [r for r in results if r.handle in handles], handles)
+            self._refuse_if_old(query_id, batch_id, [r for r in results if r.handle in handles])
             tids = len(results)
             intent = IntentRecord(
                 query_id,
@@ -412,9 +412,8 @@ class TwoPhaseCommitter:
         )
         return [h for h in handles if h.task not in tasks]
 
-    def _refuse_if_old(
-        self, query_id: str, batch_id: int, results: Sequence[TaskResult], handles: Sequence[TxnHandle]
-    ) -> None:
+    def _refuse_if_old(self, query_id: str, batch_id: int, results: Sequence[TaskResult]) -> None:
+        """Abort and fail a batch whose oldest transaction (of ``results``, the ones to commit) is too old."""
         if not results:
             return
         timeout = self._settings.transaction_timeout_ms
@@ -429,6 +428,7 @@ class TwoPhaseCommitter:
                     timeout,
                 )
             return
+        handles = [r.handle for r in results if r.handle is not None]
         self._abort_quietly(handles, f"batch {batch_id} is too old to commit safely")
         raise TransactionError(
             f"batch {batch_id} of query {query_id} was not committed: its oldest transaction is "

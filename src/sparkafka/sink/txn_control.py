@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -142,9 +142,6 @@ class TxnController:
                 authorization failure), or no answer came in time.
         """
         return self._end_one(handle, commit)
-
-    def end_all(self, handles: Iterable[TxnHandle], commit: bool) -> dict[TxnHandle, TxnOutcome]:
-        return {handle: self._end_one(handle, commit) for handle in handles}
 
     def _coordinator(self, transactional_id: str) -> Any:
         from kafka.protocol.metadata import FindCoordinatorRequest
