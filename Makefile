@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkafka-installed
 
-.PHONY: demo test lint unit integration bench-source bench-sink setup check-java clean
+.PHONY: demo test lint unit integration bench-source bench-sink bench-latency setup check-java clean
 
 setup: $(STAMP) check-java
 
@@ -43,6 +43,9 @@ bench-source: setup
 
 bench-sink: setup
 	$(PY) bench/sink_throughput.py
+
+bench-latency: setup
+	$(PY) bench/latency.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

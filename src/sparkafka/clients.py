@@ -169,6 +169,19 @@ def new_consumer(settings: Mapping[str, Any]) -> Any:
     return Consumer(dict(settings))
 
 
+def next_messages(consumer: Any, max_messages: int, timeout_s: float) -> list[Any]:
+    """What ``consumer`` has queued (up to ``max_messages``), else the first message within ``timeout_s``.
+
+    Not ``consume(n, timeout)`` alone: librdkafka returns from it only when ``n`` messages arrived or the
+    timeout passed, so every call that finds fewer than ``n`` (the end of any read) waits out the timeout.
+    """
+    msgs: list[Any] = consumer.consume(max_messages, 0)
+    if msgs:
+        return msgs
+    first = consumer.poll(timeout_s)
+    return [first] if first is not None else []
+
+
 def new_producer(settings: Mapping[str, Any]) -> Any:
     """A confluent-kafka Producer: every producer sparkafka makes is made here."""
     from confluent_kafka import Producer

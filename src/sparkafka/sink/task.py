@@ -208,7 +208,9 @@ def write_task(
     tid = transactional_id(options.transactional_id_prefix, task)
     delivery = _Delivery()
     result = TaskResult(task, 0)
-    producer, pid, epoch = open_transactional_producer(_producer_settings(options.kafka, delivery), tid)
+    producer, pid, epoch = open_transactional_producer(
+        _producer_settings(options.kafka, delivery), tid, topic=options.topic
+    )
     try:
         producer.begin_transaction()
         router = Router(options.partitioner, task, _counts(producer, options))

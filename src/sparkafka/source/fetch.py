@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkafka.clients import cached, new_consumer
+from sparkafka.clients import cached, new_consumer, next_messages
 from sparkafka.errors import BrokerError, DataLossError
 from sparkafka.structs import TopicPartition
 
@@ -192,7 +192,7 @@ def _read_partition(
     pending = {only}
     last_progress = time.monotonic()
     while pending:
-        msgs = consumer.consume(_CONSUME_CHUNK, 0.5)
+        msgs = next_messages(consumer, _CONSUME_CHUNK, 0.5)
         eof: dict[TopicPartition, int] = {}
         if _has_events(msgs):
             msgs, eof = _split_events(msgs)
