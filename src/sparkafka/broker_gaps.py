@@ -9,6 +9,17 @@ Its read_committed answer is lower still (0 while a transaction is open). Both a
 true end. On such a broker the end of each partition is resolved by fetching from that bound to the
 end-of-partition event (``fetched_end_offsets``).
 
+**Fetch waits cut storage reads short.** tansu lists a partition's stored batches until the fetch's max
+wait runs out and returns what it listed by then, so a short ``fetch.wait.max.ms`` on a long partition
+(measured on memory storage: 10 ms reads nothing once a partition holds about 60,000 batches; 100 ms is
+fine there; on S3 storage 1 ms reads nothing at all) returns no records, forever. Apache Kafka answers a
+fetch as soon as data is there and holds only an empty one. Consumers that read to the end of the log
+want short waits: a fetch held at the end delays every request queued behind it on the connection
+(another partition's fetch, a ListOffsets), by up to 500 ms by default. So they take ``fetch_wait_ms``,
+which starts short and, when a fetch that should return data gives nothing for ``STALL_S``
+(``note_stalled_fetch``), grows tenfold for that broker in this process. A conformant broker never
+stalls, so it keeps the short wait at no cost; a ``fetch.wait.max.ms`` the user set is always kept.
+
 **Detection**, once per process and bootstrap servers (``latest_is_exact``). A cluster id of the form
 Apache Kafka generates (22 characters of URL-safe base64: Apache Kafka, Confluent, MSK) is trusted at no
 cost. Any other broker gets one probe: two records in one batch into a private topic
@@ -25,15 +36,58 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from sparkafka.clients import admin_client, broker_error, cached, new_consumer, new_producer
+from sparkafka.clients import admin_client, broker_error, cached, learn_topics, new_consumer, new_producer
 from sparkafka.structs import INTERNAL_TOPIC_PREFIX, TopicPartition
 
-__all__ = ["fetched_end_offsets", "latest_is_exact", "looks_like_kafka_cluster_id"]
+__all__ = [
+    "STALL_S",
+    "fetch_wait_ms",
+    "fetched_end_offsets",
+    "latest_is_exact",
+    "looks_like_kafka_cluster_id",
+    "note_stalled_fetch",
+]
 
 log = logging.getLogger(__name__)
 
 _KAFKA_CLUSTER_ID = re.compile(r"[A-Za-z0-9_-]{22}")
 _exact: dict[str, bool] = {}
+
+FETCH_WAITS_MS = (10, 100, 1000)
+STALL_S = 1.0
+"""How long a fetch that should return data may give nothing before the wait is raised."""
+_wait_level: dict[str, int] = {}
+
+
+def fetch_wait_ms(conf: Mapping[str, Any]) -> str:
+    """``fetch.wait.max.ms`` for a consumer that reads to the end of partitions (see the module docstring).
+
+    Runs wherever such a consumer is made (planner, reader tasks); per process, per bootstrap servers.
+    """
+    if "fetch.wait.max.ms" in conf:
+        return str(conf["fetch.wait.max.ms"])
+    return str(FETCH_WAITS_MS[_wait_level.get(str(conf.get("bootstrap.servers")), 0)])
+
+
+def note_stalled_fetch(conf: Mapping[str, Any]) -> bool:
+    """A fetch that should have returned data gave nothing for ``STALL_S``: raise the wait if it can be.
+
+    Returns whether it was raised (the caller then makes its consumer again with ``fetch_wait_ms``).
+    """
+    servers = str(conf.get("bootstrap.servers"))
+    level = _wait_level.get(servers, 0)
+    if "fetch.wait.max.ms" in conf or level + 1 >= len(FETCH_WAITS_MS):
+        return False
+    _wait_level[servers] = level + 1
+    log.info(
+        "broker %s returned nothing for %.0f s to fetches of data it has with fetch.wait.max.ms=%d (tansu "
+        "cuts its storage reads at the fetch's max wait): using %d ms from now on",
+        servers,
+        STALL_S,
+        FETCH_WAITS_MS[level],
+        FETCH_WAITS_MS[level + 1],
+    )
+    return True
 
 
 def looks_like_kafka_cluster_id(cluster_id: str | None) -> bool:
@@ -124,42 +178,57 @@ def fetched_end_offsets(
 
     if not lower_bounds:
         return {}
+    bounds = {tp: max(0, o) for tp, o in lower_bounds.items()}
+    ends = dict(bounds)
+    waiting = set(bounds)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        consumer = _end_offsets_consumer(conf, read_committed)
+        learn_topics(consumer, {tp.topic for tp in waiting}, max(deadline - time.monotonic(), 0.001))
+        consumer.assign([CTopicPartition(tp.topic, tp.partition, ends[tp]) for tp in sorted(waiting)])
+        last_progress = time.monotonic()
+        stalled = False
+        try:
+            while waiting:
+                now = time.monotonic()
+                if now >= deadline:
+                    missing = ", ".join(map(str, sorted(waiting)))
+                    raise broker_error(f"finding the end of {missing} by fetching", conf, "timed out")
+                if now - last_progress > STALL_S and note_stalled_fetch(conf):
+                    stalled = True
+                    break
+                # Short waits: consume() returns only when the batch is full or the wait is over.
+                msgs = consumer.consume(10_000, min(deadline - now, 0.02))
+                if msgs:
+                    last_progress = time.monotonic()
+                for msg in msgs:
+                    tp = TopicPartition(msg.topic(), msg.partition())
+                    error = msg.error()
+                    if error is None:
+                        ends[tp] = max(ends[tp], msg.offset() + 1)
+                    elif error.code() == KafkaError._PARTITION_EOF:
+                        ends[tp] = max(ends[tp], msg.offset())
+                        waiting.discard(tp)
+                    else:
+                        raise broker_error(f"fetching {tp} to find its end", conf, error)
+            if not stalled:
+                for ctp in consumer.position([CTopicPartition(tp.topic, tp.partition) for tp in bounds]):
+                    tp = TopicPartition(ctp.topic, ctp.partition)
+                    if ctp.offset >= 0:
+                        ends[tp] = max(ends[tp], int(ctp.offset))
+        finally:
+            consumer.unassign()
+        if not stalled:
+            return ends
+
+
+def _end_offsets_consumer(conf: Mapping[str, str], read_committed: bool) -> Any:
     settings = {
         **_plain(conf),
         "group.id": "sparkafka-end-offsets",  # required by librdkafka; never joined or committed
         "enable.auto.commit": "false",
         "enable.partition.eof": "true",
-        "fetch.wait.max.ms": "10",
+        "fetch.wait.max.ms": fetch_wait_ms(conf),
         "isolation.level": "read_committed" if read_committed else "read_uncommitted",
     }
-    consumer: Any = cached(
-        "end-offsets-consumer", settings, lambda: new_consumer(settings), lambda c: c.close()
-    )
-    bounds = {tp: max(0, o) for tp, o in lower_bounds.items()}
-    consumer.assign([CTopicPartition(tp.topic, tp.partition, o) for tp, o in bounds.items()])
-    ends = dict(bounds)
-    waiting = set(bounds)
-    deadline = time.monotonic() + timeout_s
-    try:
-        while waiting:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                missing = ", ".join(map(str, sorted(waiting)))
-                raise broker_error(f"finding the end of {missing} by fetching", conf, "timed out")
-            # Short waits: consume() returns only when the batch is full or the wait is over.
-            for msg in consumer.consume(10_000, min(left, 0.02)):
-                tp = TopicPartition(msg.topic(), msg.partition())
-                error = msg.error()
-                if error is None:
-                    ends[tp] = max(ends[tp], msg.offset() + 1)
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    waiting.discard(tp)
-                else:
-                    raise broker_error(f"fetching {tp} to find its end", conf, error)
-        for ctp in consumer.position([CTopicPartition(tp.topic, tp.partition) for tp in bounds]):
-            tp = TopicPartition(ctp.topic, ctp.partition)
-            if ctp.offset >= 0:
-                ends[tp] = max(ends[tp], int(ctp.offset))
-    finally:
-        consumer.unassign()
-    return ends
+    return cached("end-offsets-consumer", settings, lambda: new_consumer(settings), lambda c: c.close())

@@ -182,6 +182,22 @@ def next_messages(consumer: Any, max_messages: int, timeout_s: float) -> list[An
     return [first] if first is not None else []
 
 
+_known_topics: dict[int, set[str]] = {}
+
+
+def learn_topics(consumer: Any, topics: Iterable[str], timeout_s: float) -> None:
+    """Have ``consumer`` (a long-lived, cached one) fetch metadata for ``topics`` it has not seen yet.
+
+    Call before assigning their partitions: librdkafka (2.16) otherwise waits about 1 s before its first
+    fetch of a topic that appeared after the consumer's last metadata refresh (measured on the embedded
+    broker; the topic's metadata request goes out on a timer).
+    """
+    known = _known_topics.setdefault(id(consumer), set())
+    for topic in sorted(set(topics) - known):
+        consumer.list_topics(topic=topic, timeout=timeout_s)
+        known.add(topic)
+
+
 def new_producer(settings: Mapping[str, Any]) -> Any:
     """A confluent-kafka Producer: every producer sparkafka makes is made here."""
     from confluent_kafka import Producer

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from confluent_kafka import Producer
 
 from sparkafka.source.fetch import OffsetRange, read_ranges
@@ -51,3 +52,29 @@ def test_stops_at_end_when_last_offsets_are_transaction_markers(
         )
     )
     assert [v for b in batches for v in b["value"].to_pylist()] == [b"t0", b"t1", b"t2"]
+
+
+def test_reads_the_end_of_a_partition_the_broker_cannot_list_within_a_short_fetch_wait(
+    kafka_conf: dict[str, str], new_topic: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tansu returns nothing to a fetch whose max wait ends before it has listed the partition's batches
+    (``broker_gaps``); with a 1 ms first wait, 6,000 one-record batches are enough to show it (measured).
+    The reader and the end-offset lookup raise the wait and read on, from where they got to."""
+    from sparkafka import broker_gaps
+
+    monkeypatch.setattr(broker_gaps, "FETCH_WAITS_MS", (1, 100, 1000))
+    monkeypatch.setattr(broker_gaps, "_wait_level", {})
+    topic = new_topic(partitions=1)
+    producer = Producer({**kafka_conf, "linger.ms": 0, "batch.num.messages": 1})
+    for i in range(6_000):
+        producer.produce(topic, str(i).encode(), partition=0)
+        if i % 500 == 499:
+            producer.flush(30)
+    assert producer.flush(30) == 0
+    tp = TopicPartition(topic, 0)
+    conf = {**kafka_conf, "isolation.level": "read_committed"}
+    batches = list(read_ranges(conf, [OffsetRange(tp, 5_990, 6_000)]))
+    assert [int(v) for b in batches for v in b["value"].to_pylist()] == list(range(5_990, 6_000))
+    assert broker_gaps.fetched_end_offsets(conf, {tp: 5_990}, read_committed=True) == {tp: 6_000}
+    if not broker_gaps.latest_is_exact(kafka_conf):  # tansu: the short wait did stall, and was raised
+        assert broker_gaps.fetch_wait_ms(kafka_conf) != "1"

@@ -85,19 +85,29 @@ class StickyPartitioner:
         return current
 
     def partitions(self, topic: str, num_partitions: int, record_sizes: Sequence[int]) -> list[int]:
-        """``partition`` for consecutive records (all partitions available), in one call."""
+        """``partition`` for consecutive records (all partitions available), in one call.
+
+        Runs in the sink's writer tasks for every unkeyed batch, so it works per run, not per record: with
+        prefix sums of the sizes, a run's end is one binary search (a run ends with the record that
+        brings its partition to ``batch_size`` bytes, or with the input).
+        """
+        import numpy as np
+
+        n = len(record_sizes)
+        sizes = np.maximum(np.asarray(record_sizes, dtype=np.int64), 1)
+        sums = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(sizes, out=sums[1:])
         out: list[int] = []
         start = 0
-        n = len(record_sizes)
         while start < n:
-            current = self.partition(topic, num_partitions, record_sizes[start])
-            used = self._bytes[topic]
-            stop = start + 1
-            # Records stay on ``current`` while fewer than batch_size bytes have gone to it.
-            while stop < n and used < self._batch_size:
-                used += max(record_sizes[stop], 1)
-                stop += 1
-            self._bytes[topic] = used
+            current = self.partition(topic, num_partitions, int(sizes[start]))
+            used = self._bytes[topic]  # includes record ``start``
+            if used >= self._batch_size:
+                stop = start + 1
+            else:  # sums are non-decreasing, so the first index reaching the target is past start + 1
+                target = self._batch_size - used + int(sums[start + 1])
+                stop = min(int(np.searchsorted(sums, target, side="left")), n)
+            self._bytes[topic] = used + int(sums[stop] - sums[start + 1])
             out.extend([current] * (stop - start))
             start = stop
         return out

@@ -13,14 +13,15 @@ import itertools
 import logging
 import operator
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkafka.clients import cached, new_consumer, next_messages
+from sparkafka import broker_gaps
+from sparkafka.clients import cached, learn_topics, new_consumer, next_messages
 from sparkafka.errors import BrokerError, DataLossError
 from sparkafka.structs import TopicPartition
 
@@ -71,6 +72,9 @@ def _consumer(conf: Mapping[str, str]) -> Any:
     settings.setdefault("group.id", "sparkafka-reader")
     # Bigger fetches per partition: a task reads known ranges to the end, so larger requests only help.
     settings.setdefault("max.partition.fetch.bytes", str(8 * 1024 * 1024))
+    # Short: the fetch past a range's end is held this long, and the next partition's requests queue
+    # behind it on the connection (see broker_gaps for the brokers where it must be longer).
+    settings["fetch.wait.max.ms"] = broker_gaps.fetch_wait_ms(conf)
     return cached("reader-consumer", settings, lambda: new_consumer(settings), lambda c: c.close())
 
 
@@ -165,20 +169,40 @@ def read_ranges(
         return
     schema = arrow_schema(include_headers)
     consumer = _consumer(conf)
+    learn_topics(consumer, {r.tp.topic for r in todo}, 30)
     starts = {r.tp: _check_start(consumer, r, fail_on_data_loss) for r in todo}
     ends = {r.tp: r.end for r in todo}
     columns = _Columns(include_headers)
+    stalled = functools.partial(broker_gaps.note_stalled_fetch, conf)
     try:
         # One partition at a time: every message of a chunk is then of that partition, which saves two
         # calls per message (topic(), partition()), a measurable share of the read.
         for only in sorted(tp for tp in ends if starts[tp] < ends[tp]):
-            consumer.assign([CTopicPartition(only.topic, only.partition, starts[only])])
-            for full in _read_partition(consumer, only, ends, columns, poll_timeout_ms):
-                yield full.build(schema)
+            while True:
+                consumer.assign([CTopicPartition(only.topic, only.partition, starts[only])])
+                try:
+                    reading = _read_partition(consumer, only, ends, columns, poll_timeout_ms, stalled=stalled)
+                    for full in reading:
+                        yield full.build(schema)
+                    break
+                except _StalledError as e:  # the fetch wait was raised: again from where the read got to
+                    consumer.unassign()
+                    if e.position is not None:
+                        starts[only] = e.position
+                    consumer = _consumer(conf)
+                    learn_topics(consumer, {only.topic}, 30)
         if len(columns):
             yield columns.build(schema)
     finally:
         consumer.unassign()
+
+
+class _StalledError(Exception):
+    """Fetches gave nothing for ``broker_gaps.STALL_S`` and the fetch wait was raised (``broker_gaps``)."""
+
+    def __init__(self, position: int | None) -> None:
+        super().__init__(position)
+        self.position = position
 
 
 def _read_partition(
@@ -187,10 +211,17 @@ def _read_partition(
     ends: Mapping[TopicPartition, int],
     columns: _Columns,
     poll_timeout_ms: int,
+    *,
+    stalled: Callable[[], bool] = lambda: False,
 ) -> Iterator[_Columns]:
-    """Consume the assigned partition ``only`` into ``columns``; yields them whenever they are full."""
+    """Consume the assigned partition ``only`` into ``columns``; yields them whenever they are full.
+
+    Raises:
+        _StalledError: nothing arrived for ``broker_gaps.STALL_S`` and ``stalled()`` raised the fetch wait.
+    """
     pending = {only}
     last_progress = time.monotonic()
+    position: int | None = None
     while pending:
         msgs = next_messages(consumer, _CONSUME_CHUNK, 0.5)
         eof: dict[TopicPartition, int] = {}
@@ -201,6 +232,7 @@ def _read_partition(
                 continue
             end = ends[tp]
             run = msgs[i:j]
+            position = run[-1].offset() + 1
             if run[-1].offset() >= end - 1:
                 run = [m for m in run if m.offset() < end]
                 pending.discard(tp)
@@ -214,7 +246,10 @@ def _read_partition(
             last_progress = time.monotonic()
         elif pending:
             _drop_finished(consumer, pending, ends)
-            if pending and (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
+            quiet_s = time.monotonic() - last_progress
+            if pending and quiet_s > broker_gaps.STALL_S and stalled():
+                raise _StalledError(position)
+            if pending and quiet_s * 1000 > poll_timeout_ms:
                 desc = ", ".join(f"{tp} up to {ends[tp]}" for tp in sorted(pending))
                 raise BrokerError(
                     f"no records arrived for {poll_timeout_ms} ms while reading {desc} "

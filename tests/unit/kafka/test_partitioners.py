@@ -65,3 +65,19 @@ def test_sticky_bulk_matches_one_by_one(sizes: list[int], n: int, batch: int, se
     one = StickyPartitioner(batch, random.Random(seed))
     bulk = StickyPartitioner(batch, random.Random(seed))
     assert bulk.partitions("t", n, sizes) == [one.partition("t", n, s) for s in sizes]
+
+
+@given(
+    st.lists(st.integers(0, 3000), max_size=200),
+    st.lists(st.integers(0, 3000), max_size=200),
+    st.integers(1, 5),
+    st.integers(1, 9000),
+    st.integers(0, 99),
+)
+def test_sticky_bulk_carries_over_between_calls(
+    first: list[int], second: list[int], n: int, batch: int, seed: int
+) -> None:
+    one = StickyPartitioner(batch, random.Random(seed))
+    bulk = StickyPartitioner(batch, random.Random(seed))
+    got = bulk.partitions("t", n, first) + bulk.partitions("t", n, second)
+    assert got == [one.partition("t", n, s) for s in first + second]
