@@ -157,6 +157,26 @@ def _cmd_txn(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_offsets(args: argparse.Namespace) -> int:
+    from sparkafka.errors import SparkafkaError
+    from sparkafka.group_offsets import parse_target, render_reset, render_show, reset_group, show_positions
+
+    conf = {"bootstrap.servers": args.bootstrap_servers}
+    try:
+        if args.offsets_command == "show":
+            position, rows = show_positions(conf, args.checkpoint, args.group)
+            print(render_show(position, rows, args.group))
+            return 0
+        plan = reset_group(
+            conf, args.group, parse_target(args.to), topics=args.topic or (), execute=args.execute
+        )
+        print(render_reset(plan))
+    except SparkafkaError as e:
+        print(f"sparkafka offsets: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _utc(ms: int) -> str:
     import datetime as dt
 
@@ -265,6 +285,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     txn_resolve.add_argument("--yes", action="store_true", help="do it (without: say what would be done)")
     txn.set_defaults(func=_cmd_txn)
+
+    offsets = sub.add_parser(
+        "offsets",
+        help="a query's checkpoint, its group's and the log's offsets; reset a group's offsets",
+        description="See the README's 'Offsets: where a query is, and moving it' section.",
+    )
+    offsets_sub = offsets.add_subparsers(dest="offsets_command", required=True)
+    show = offsets_sub.add_parser(
+        "show", help="per partition: checkpoint, group, earliest and latest offsets"
+    )
+    reset = offsets_sub.add_parser(
+        "reset", help="move a consumer group's committed offsets (a dry run unless --execute)"
+    )
+    for p in (show, reset):
+        p.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+    show.add_argument("--checkpoint", required=True, metavar="DIR", help="the query's checkpoint directory")
+    show.add_argument("--group", help="the source's kafka.group.id, to show its committed offsets")
+    reset.add_argument("--group", required=True, help="the consumer group (kafka.group.id)")
+    reset.add_argument(
+        "--to",
+        required=True,
+        metavar="TARGET",
+        help='earliest | latest | timestamp:MS (epoch ms) | checkpoint:DIR | json:{"topic": {"0": 42}}',
+    )
+    reset.add_argument(
+        "--topic",
+        action="append",
+        help="every partition of this topic (repeatable; default: the partitions the group has committed)",
+    )
+    reset.add_argument("--execute", action="store_true", help="apply it (without: show what would be set)")
+    offsets.set_defaults(func=_cmd_offsets)
 
     doctor = sub.add_parser("doctor", help="probe a broker for what sparkafka relies on")
     doctor.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")

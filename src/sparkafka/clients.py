@@ -387,3 +387,42 @@ class AdminMetadata:
 
         result = self._retry(f"reading committed offsets of group {group_id!r}", attempt)
         return committed_offsets(result.topic_partitions)
+
+    def group_state(self, group_id: str) -> tuple[str, list[str]]:
+        """The group's state (``Empty``, ``Stable``, ``Dead``, ...) and its members (client id @ host).
+
+        Judge activity by the state: some brokers (tansu) answer a Stable group with no member list.
+        """
+
+        def attempt(left: float) -> Any:
+            futures = self._admin.describe_consumer_groups([group_id], request_timeout=left)
+            return futures[group_id].result(left)
+
+        described = self._retry(f"describing group {group_id!r}", attempt)
+        state = (
+            str(getattr(described.state, "name", described.state)).replace("_", " ").title().replace(" ", "")
+        )
+        return state, [f"{m.client_id}@{m.host}" for m in described.members]
+
+    def alter_committed(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Set the group's committed offsets (the group must have no members: the broker refuses otherwise).
+
+        Raises:
+            BrokerError: the broker refused some partition (the message names it).
+        """
+        from confluent_kafka import ConsumerGroupTopicPartitions
+        from confluent_kafka import TopicPartition as CTopicPartition
+
+        parts = [CTopicPartition(tp.topic, tp.partition, o) for tp, o in sorted(offsets.items())]
+
+        def attempt(left: float) -> Any:
+            request = [ConsumerGroupTopicPartitions(group_id, parts)]
+            futures = self._admin.alter_consumer_group_offsets(request, request_timeout=left)
+            return next(iter(futures.values())).result(left)
+
+        result = self._retry(f"setting committed offsets of group {group_id!r}", attempt)
+        refused = [f"{p.topic}-{p.partition}: {p.error}" for p in result.topic_partitions if p.error]
+        if refused:
+            raise broker_error(
+                f"setting committed offsets of group {group_id!r}", self._conf, "; ".join(refused)
+            )

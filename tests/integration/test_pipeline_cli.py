@@ -369,3 +369,76 @@ def test_run_fails_fast_with_its_own_sentence_last(
     assert expected in last
     assert "Traceback" not in result.stdout
     assert "Connection refused" not in result.stdout  # librdkafka's noise: the sentence replaces it
+
+
+def test_dead_letters_carry_their_origin_and_survive_exactly_once_recovery(
+    kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """The driver is killed after the batch's commit intent (dead letters in its transactions); the rerun
+    finishes that commit: every dead letter once, with the original key, value, timestamp and headers and
+    where it came from."""
+    import sparkafka
+    from sparkafka.pipeline.runner import DEAD_LETTER_ERROR_CLASS
+
+    src, dst, dlq = new_topic(partitions=2), new_topic(partitions=2), new_topic(partitions=1)
+    stamp = 1_700_000_000_000
+    produce(kafka_conf, src, orders(0, 40), partitions=2, headers=[("trace", b"abc")], timestamp=stamp)
+    prefix = f"dl-{uuid.uuid4().hex[:6]}"
+    pipeline = tmp_path / "p.toml"
+    pipeline.write_text(
+        'name = "dead-letters"\n'
+        + MALFORMED_PIPELINE.format(
+            checkpoint=tmp_path / "ck",
+            policy="dead_letter",
+            dead_letter=f'dead_letter_topic = "{dlq}"',
+            bootstrap=bootstrap,
+            src=src,
+            dst=dst,
+            prefix=prefix,
+        )
+    )
+    marker = tmp_path / "fault.marker"
+    env = {
+        **os.environ,
+        "SPARKAFKA_TEST_FAULT": "after_intent:pause",
+        "SPARKAFKA_TEST_FAULT_MARKER": str(marker),
+    }
+    killed = subprocess.Popen(
+        [*SPARKAFKA, "run", str(pipeline)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists():
+            assert killed.poll() is None, "the runner exited before its commit"
+            assert time.monotonic() < deadline, "the commit's fault point was never reached"
+            time.sleep(0.2)
+    finally:
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait()
+    rerun = subprocess.run(
+        [*SPARKAFKA, "run", str(pipeline)], check=False, capture_output=True, text=True, timeout=300
+    )
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert sparkafka.sink_metrics(prefix)["recovered"] >= 1  # the killed commit was finished from its intent
+
+    assert output(kafka_conf, dst) == Counter(f"o{i}".encode() for i in range(40) if i % 10 != 3)
+    dead = sorted(
+        (r for rs in committed_view(kafka_conf, dlq).values() for r in rs), key=lambda r: r.key or b""
+    )
+    malformed = sorted((i for i in range(40) if i % 10 == 3), key=lambda i: f"k{i}")
+    assert [r.key for r in dead] == [f"k{i}".encode() for i in malformed]  # each once
+    for record, i in zip(dead, malformed, strict=True):
+        assert record.value == b"{not json"
+        assert record.timestamp == stamp
+        headers = dict(record.headers)
+        assert record.headers[0] == ("trace", b"abc")  # the original headers come first
+        assert headers["sparkafka.error.topic"] == src.encode()
+        assert headers["sparkafka.error.partition"] == str(i % 2).encode()
+        assert headers["sparkafka.error.offset"] == str(i // 2).encode()  # one record per batch, round robin
+        assert headers["sparkafka.error.class"] == DEAD_LETTER_ERROR_CLASS.encode()
+        assert b"source.schema" in (headers["sparkafka.error.message"] or b"")
+        assert headers["sparkafka.error.pipeline"] == b"dead-letters"

@@ -45,6 +45,8 @@ def source_frame(spark: Any, cfg: PipelineConfig) -> Any:
     reader = spark.readStream.format("sparkafka")
     for key, value in cfg.source_options.items():
         reader = reader.option(key, value)
+    if cfg.on_malformed == "dead_letter":  # a dead letter keeps the original record's headers
+        reader = reader.option("includeHeaders", "true")
     raw = reader.load()
     if cfg.decode == "raw":
         return raw
@@ -61,6 +63,7 @@ def source_frame(spark: Any, cfg: PipelineConfig) -> Any:
             "key AS _raw_key",
             "value AS _raw_value",
             *KAFKA_COLUMNS[1:],
+            *(["headers AS _raw_headers"] if cfg.on_malformed == "dead_letter" else []),
         )
     return parsed.selectExpr(
         "_data.*",
@@ -72,7 +75,33 @@ def source_frame(spark: Any, cfg: PipelineConfig) -> Any:
         "_timestamp",
         "_raw_key",
         "_raw_value",
+        *(["_raw_headers"] if cfg.on_malformed == "dead_letter" else []),
     ).drop("_corrupt")
+
+
+HEADERS_TYPE = "array<struct<key: string, value: binary>>"
+DEAD_LETTER_ERROR_CLASS = "UndecodableJson"
+
+
+def dead_letter_headers(cfg: PipelineConfig) -> str:
+    """The SQL for a dead letter's headers: the original record's, then where it came from and why.
+
+    Names follow Kafka Connect's ``__connect.errors.*`` context headers, under ``sparkafka.error.``; values
+    are UTF-8 text (partition and offset in decimal), so any consumer can read them.
+    """
+    reason = f"the value is not JSON of source.schema ({cfg.schema})"
+    context = {
+        "sparkafka.error.topic": "_topic",
+        "sparkafka.error.partition": "CAST(_partition AS STRING)",
+        "sparkafka.error.offset": "CAST(_offset AS STRING)",
+        "sparkafka.error.class": f"'{DEAD_LETTER_ERROR_CLASS}'",
+        "sparkafka.error.message": f"'{_quote(reason)}'",
+        "sparkafka.error.pipeline": f"'{_quote(cfg.name)}'",
+    }
+    added = ", ".join(
+        f"named_struct('key', '{name}', 'value', CAST({expr} AS BINARY))" for name, expr in context.items()
+    )
+    return f"concat(coalesce(_raw_headers, CAST(array() AS {HEADERS_TYPE})), array({added}))"
 
 
 def _split_malformed(src: Any, cfg: PipelineConfig) -> tuple[Any, Any | None]:
@@ -85,7 +114,11 @@ def _split_malformed(src: Any, cfg: PipelineConfig) -> tuple[Any, Any | None]:
     if cfg.on_malformed == "dead_letter":
         bad = src.where("_malformed").observe(MALFORMED_METRIC, count)
         dead = bad.selectExpr(
-            "_raw_key AS key", "_raw_value AS value", f"'{_quote(cfg.dead_letter_topic)}' AS topic"
+            "_raw_key AS key",
+            "_raw_value AS value",
+            f"'{_quote(cfg.dead_letter_topic)}' AS topic",
+            "_timestamp AS timestamp",
+            f"{dead_letter_headers(cfg)} AS headers",
         )
         return src.where("NOT _malformed"), dead
     counted = src.observe(MALFORMED_METRIC, count)
@@ -144,7 +177,13 @@ def _output(spark: Any, cfg: PipelineConfig) -> Any:
         return out
     # Dead letters go through the same sink, so into the same Kafka transactions as the batch's output.
     key = "CAST(key AS BINARY) AS key" if cfg.key else "CAST(NULL AS BINARY) AS key"
-    good = out.selectExpr(key, "CAST(value AS BINARY) AS value", "CAST(NULL AS STRING) AS topic")
+    good = out.selectExpr(
+        key,
+        "CAST(value AS BINARY) AS value",
+        "CAST(NULL AS STRING) AS topic",
+        "CAST(NULL AS TIMESTAMP) AS timestamp",  # the producer's time, as without dead letters
+        f"CAST(NULL AS {HEADERS_TYPE}) AS headers",
+    )
     return good.unionByName(dead)
 
 
