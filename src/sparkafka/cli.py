@@ -194,6 +194,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 2
     if args.available_now:
         cfg = dataclasses.replace(cfg, trigger=None)
+    if args.metrics_port is not None:
+        cfg = dataclasses.replace(cfg, metrics_port=args.metrics_port)
     if args.dry_run:
         from sparkafka.pipeline.runner import describe_plan
         from sparkafka.pipeline.session import pipeline_spark, stop_spark
@@ -264,6 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--available-now",
         action="store_true",
         help="process what the source has now, then stop (Trigger.AvailableNow), whatever the file's trigger",
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on http://127.0.0.1:PORT/metrics while it runs (file: [metrics])",
     )
     run.set_defaults(func=_cmd_run)
 

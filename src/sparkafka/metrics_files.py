@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["default_metrics_path", "read_json", "write_json_atomically"]
+__all__ = ["add_counts", "default_metrics_path", "query_sink_path", "read_json", "write_json_atomically"]
 
 
 def default_metrics_path(kind: str, name: str) -> Path:
@@ -36,3 +36,25 @@ def read_json(path: Path) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     return data if isinstance(data, dict) else None
+
+
+def query_sink_path(query_id: str) -> Path:
+    """The counters of everything a streaming query's sparkafka sink wrote, whatever its delivery."""
+    return default_metrics_path("sink-query", query_id)
+
+
+def add_counts(path: Path, increments: Mapping[str, int], query_id: str | None = None) -> None:
+    """Add ``increments`` to the counters in ``path`` (and to ``queries[query_id]`` in it).
+
+    Read-modify-write: one writer per file at a time (the driver's commit runs one batch at a time).
+
+    Raises:
+        OSError, ValueError: the file cannot be read or written.
+    """
+    data = read_json(path) or {}
+    mine = data.setdefault("queries", {}).setdefault(query_id, {}) if query_id is not None else None
+    for key, n in increments.items():
+        data[key] = int(data.get(key, 0)) + n
+        if mine is not None:
+            mine[key] = int(mine.get(key, 0)) + n
+    write_json_atomically(path, data)

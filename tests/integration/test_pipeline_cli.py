@@ -224,7 +224,7 @@ def test_every_example_runs_to_completion_on_the_broker(
     reported: dict[str, int] = {}
     for example in examples:
         result = subprocess.run(
-            [*SPARKAFKA, "run", str(example), "--available-now"],
+            [*SPARKAFKA, "run", str(example), "--available-now", "--metrics-port", "0"],  # any free port
             env=env,
             capture_output=True,
             text=True,
@@ -442,3 +442,95 @@ def test_dead_letters_carry_their_origin_and_survive_exactly_once_recovery(
         assert headers["sparkafka.error.class"] == DEAD_LETTER_ERROR_CLASS.encode()
         assert b"source.schema" in (headers["sparkafka.error.message"] or b"")
         assert headers["sparkafka.error.pipeline"] == b"dead-letters"
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """``/metrics`` parsed by prometheus_client's own text parser: (name, sorted labels) -> value."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_metrics_endpoint_counts_what_the_run_did(
+    kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    from sparkafka.local.broker import free_port
+
+    src, dst = new_topic(partitions=2), new_topic(partitions=2)
+    prefix = f"prom-{uuid.uuid4().hex[:6]}"
+    group = f"g-{prefix}"
+    pipeline = tmp_path / "pipeline.toml"
+    pipeline.write_text(PIPELINE.format(src=src, dst=dst, group=group, prefix=prefix))
+    produce(kafka_conf, src, orders(0, 60), partitions=2)
+    port = free_port()
+    proc = subprocess.Popen(
+        [*SPARKAFKA, "run", str(pipeline), "--metrics-port", str(port)],
+        env={**os.environ, "BOOTSTRAP": bootstrap},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    q = (("query", "test_pipeline"),)
+    written = sum(valid(0, 60).values())
+    scraped: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+
+    def caught_up() -> bool:
+        nonlocal scraped
+        try:
+            scraped = scrape(port)
+        except OSError:  # not listening yet
+            return False
+        behind = [v for (name, _), v in scraped.items() if name == "sparkafka_records_behind_latest"]
+        return (
+            scraped.get(("sparkafka_input_records_total", q)) == 60
+            and scraped.get(("sparkafka_output_records_total", q)) == written
+            and len(behind) == 2
+            and not any(behind)
+        )
+
+    out = run_until(proc, caught_up)
+    assert "Prometheus metrics on http://127.0.0.1:" in out
+    assert output(kafka_conf, dst) == valid(0, 60)  # what the counter says is what the topic has
+    assert scraped[("sparkafka_batches_total", q)] >= 1
+    assert scraped[("sparkafka_batch_duration_seconds_count", q)] == scraped[("sparkafka_batches_total", q)]
+    assert scraped[("sparkafka_transactions_committed_total", q)] >= 1
+    assert scraped[("sparkafka_group_commits_total", (("group", group), *q, ("result", "ok")))] >= 1
+
+
+def test_a_metrics_port_in_use_fails_at_start_naming_it(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    import socket
+
+    src, dst = new_topic(partitions=1), new_topic(partitions=1)
+    pipeline = tmp_path / "pipeline.toml"
+    pipeline.write_text(
+        PIPELINE.format(src=src, dst=dst, group="g-port", prefix=f"port-{uuid.uuid4().hex[:6]}")
+    )
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [*SPARKAFKA, "run", str(pipeline), "--metrics-port", str(port)],
+            env={**os.environ, "BOOTSTRAP": bootstrap},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert result.returncode == 2, result.stdout + result.stderr
+    last = (result.stdout + result.stderr).strip().splitlines()[-1]
+    assert last.startswith(
+        f"sparkafka run: {pipeline}: metrics.port: metrics port {port} on 127.0.0.1 cannot"
+    )
+    assert "pipeline test-pipeline started" not in result.stdout  # refused before Spark and the query

@@ -65,7 +65,10 @@ def test_good_file_resolves(tmp_path: Path, trigger: str, want: str | None) -> N
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (('name = "p"', 'name = "p"\nfoo = 1'), "foo is not a known field; allowed here: checkpoint, name"),
+        (
+            ('name = "p"', 'name = "p"\nfoo = 1'),
+            "foo is not a known field; allowed here: checkpoint, metrics, name",
+        ),
         (('value = "to_json', 'valu = "x"\nvalue = "to_json'), "sink.valu is not a known field"),
         (('checkpoint = "ck"', ""), "checkpoint is required"),
         (('decode = "json"', 'decode = "avro"'), "source.decode = 'avro': use raw, string or json"),
@@ -146,3 +149,16 @@ def test_malformed_policy_resolves(tmp_path: Path) -> None:
     cfg = load_pipeline(write(tmp_path, text))
     assert (cfg.on_malformed, cfg.dead_letter_topic) == ("dead_letter", "dlq")
     assert load_pipeline(write(tmp_path, GOOD.format(trigger="5 seconds"))).on_malformed == "flag"
+
+
+def test_metrics_table_sets_port_and_host(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.format(trigger="5 seconds") + '\n[metrics]\nport = 9464\nhost = "0.0.0.0"\n')
+    cfg = load_pipeline(path)
+    assert (cfg.metrics_port, cfg.metrics_host) == (9464, "0.0.0.0")
+    assert load_pipeline(write(tmp_path, GOOD.format(trigger="5 seconds"))).metrics_port is None
+
+
+@pytest.mark.parametrize("port", ['"9464"', "70000", "-1", "true"])
+def test_metrics_port_must_be_a_port_number(tmp_path: Path, port: str) -> None:
+    with pytest.raises(ConfigError, match=r"metrics\.port = .*: use a port number, 1 to 65535"):
+        load_pipeline(write(tmp_path, GOOD.format(trigger="5 seconds") + f"\n[metrics]\nport = {port}\n"))

@@ -32,6 +32,10 @@
     options = { "kafka.bootstrap.servers" = "${BOOTSTRAP}", topic = "out", deliveryGuarantee = "exactly_once",
                 transactionalIdPrefix = "orders" }
 
+    [metrics]                            # optional: Prometheus metrics at http://host:port/metrics
+    port = 9464                          # (sparkafka run --metrics-port overrides it)
+    host = "127.0.0.1"                   # default; "0.0.0.0" serves every interface
+
 ``${NAME}`` in any string is replaced by the environment variable NAME (an error if it is unset).
 """
 
@@ -52,13 +56,14 @@ __all__ = ["PipelineConfig", "TableSpec", "load_pipeline"]
 Decode = Literal["raw", "string", "json"]
 OnMalformed = Literal["flag", "skip", "fail", "dead_letter"]
 
-_TOP = {"name", "checkpoint", "trigger", "spark", "source", "table", "transform", "sink"}
+_TOP = {"name", "checkpoint", "trigger", "spark", "source", "table", "transform", "sink", "metrics"}
 _SECTIONS = {
     "spark": {"master", "config"},
     "source": {"decode", "schema", "options", "watermark", "on_malformed", "dead_letter_topic"},
     "table": {"name", "path", "format"},
     "transform": {"sql"},
     "sink": {"key", "value", "options"},
+    "metrics": {"port", "host"},
 }
 _TRIGGER = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?)\s*", re.IGNORECASE)
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -93,6 +98,8 @@ class PipelineConfig:
     key: str | None = None
     value: str = "value"
     sink_options: Mapping[str, str] = field(default_factory=dict)
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
     @property
     def group_id(self) -> str | None:
@@ -150,6 +157,16 @@ class _Fields:
             raise self.error(self.dotted(key), f"must be a string, not {type(value).__name__}")
         return _expand(value, self, self.dotted(key))
 
+    def port(self, key: str) -> int | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
+            raise self.error(
+                self.dotted(key), f"= {value!r}: use a port number, 1 to 65535 (0: any free port)"
+            )
+        return value
+
     def options(self, key: str) -> dict[str, str]:
         value = self.data.get(key, {})
         if not isinstance(value, dict):
@@ -204,6 +221,7 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
     source = _Fields(file, "source", data.get("source", {}), _SECTIONS["source"])
     transform = _Fields(file, "transform", data.get("transform", {}), _SECTIONS["transform"])
     sink = _Fields(file, "sink", data.get("sink", {}), _SECTIONS["sink"])
+    metrics = _Fields(file, "metrics", data.get("metrics", {}), _SECTIONS["metrics"])
     if "source" not in data:
         raise top.error("source", "is required (a [source] table with options)")
     if "sink" not in data:
@@ -285,4 +303,6 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
         key=sink.text("key"),
         value=sink.text("value", "value") or "value",
         sink_options=sink_options,
+        metrics_port=metrics.port("port"),
+        metrics_host=metrics.text("host", "127.0.0.1") or "127.0.0.1",
     )

@@ -259,6 +259,18 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
     if warning:
         say(f"warning: {warning}", "yellow")
     lines: list[BatchLine] = []
+    exporter = server = None
+    if cfg.metrics_port is not None:  # before Spark starts: a port in use fails at once
+        from sparkafka.prometheus import Exporter, start_server
+
+        query_name = cfg.name.replace("-", "_")
+        exporter = Exporter(groups={query_name: cfg.group_id} if cfg.group_id else None)
+        try:
+            server = start_server(exporter, cfg.metrics_port, cfg.metrics_host)
+        except ConfigError as e:
+            print(f"sparkafka run: {cfg.path}: metrics.port: {e}", file=out, flush=True)
+            return 2
+        say(f"Prometheus metrics on http://{server.host}:{server.port}/metrics")
     json_file = Path(log_json).open("a") if log_json else None  # noqa: SIM115 - closed in finally
     spark = pipeline_spark(cfg)
     # After Spark starts: SparkContext installs a SIGINT handler (cancel all jobs) that this replaces, so
@@ -272,8 +284,11 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
         query = build_query(spark, cfg)
         prefix = cfg.transactional_id_prefix
         sink_start = sparkafka.sink_metrics(prefix, query.id) if prefix else None
+        if exporter is not None:
+            exporter.begin(query.id)
         say(f"pipeline {cfg.name} started; checkpoint {cfg.checkpoint}; Ctrl-C stops after the batch")
         seen = -1
+        exported = ""  # the newest progress timestamp given to the exporter (idle triggers included)
         live = Live(render_status(cfg.name, None, "starting"), console=console, auto_refresh=False)
         with live if tty else contextlib.nullcontext():
             while query.isActive and not stop.is_set():
@@ -282,6 +297,9 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
                 except Exception:  # the query failed; reported below from query.exception()
                     break
                 for progress in query.recentProgress:
+                    if exporter is not None and str(progress.get("timestamp", "")) > exported:
+                        exported = str(progress.get("timestamp", ""))
+                        exporter.observe(progress)
                     if progress["batchId"] <= seen or not ran_batch(progress):
                         continue
                     seen = progress["batchId"]
@@ -318,6 +336,8 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
         stop_spark(spark)
         if json_file:
             json_file.close()
+        if server is not None:
+            server.close()
     if tty:
         console.print(render_summary(cfg.name, lines))
     else:

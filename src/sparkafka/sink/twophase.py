@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from sparkafka.errors import BrokerError, ConfigError, TransactionError
-from sparkafka.metrics_files import default_metrics_path, read_json, write_json_atomically
+from sparkafka.metrics_files import add_counts, default_metrics_path, query_sink_path
 from sparkafka.sink.faults import fault_point
 from sparkafka.sink.identity import open_transactional_producer
 from sparkafka.sink.intents import IntentLog, IntentRecord, IntentWriteError, LogState
@@ -481,8 +481,9 @@ class TwoPhaseCommitter:
 
 
 class _MetricsCounter:
-    """Adds to the sink's counters file (``sink_metrics``): the prefix's totals and, under ``queries``, each
-    query's own. A file that cannot be written only warns."""
+    """Adds to the sink's counters files: the prefix's (``sink_metrics``: totals and, under ``queries``, each
+    query's own) and the query's (``query_sink_path``, read by the Prometheus exporter). A file that cannot
+    be written only warns."""
 
     def __init__(self, prefix: str) -> None:
         self._path = default_metrics_path("sink", prefix)
@@ -491,16 +492,11 @@ class _MetricsCounter:
         increments = {k: n for k, n in increments.items() if n}
         if not increments:
             return
-        try:
-            data = read_json(self._path) or {}
-            queries = data.setdefault("queries", {})
-            mine = queries.setdefault(query_id, {})
-            for key, n in increments.items():
-                data[key] = int(data.get(key, 0)) + n
-                mine[key] = int(mine.get(key, 0)) + n
-            write_json_atomically(self._path, data)
-        except (OSError, ValueError) as e:
-            log.warning("could not update sink metrics %s: %s", self._path, e)
+        for path, per_query in ((self._path, True), (query_sink_path(query_id), False)):
+            try:
+                add_counts(path, increments, query_id if per_query else None)
+            except (OSError, ValueError) as e:
+                log.warning("could not update sink metrics %s: %s", path, e)
 
 
 class _KafkaEnder:
