@@ -85,10 +85,28 @@ def register(spark: Any) -> None:
     the context's worker environment (before registering, so the data source's workers get it):
     where a ``--py-files`` archive is, and ``spark.speculation`` (the exactly-once sink refuses it).
     """
+    if is_connect(spark):
+        log.warning(CONNECT_NOTE)
+        spark.dataSource.register(KafkaDataSource)
+        return
     _ship_archive_to_driver_runners(spark)
     _tell_workers_about_speculation(spark)
     _workers_on_this_interpreter(spark)
     spark.dataSource.register(KafkaDataSource)
+
+
+CONNECT_NOTE = (
+    "sparkafka on Spark Connect: the data source runs in the server's Python, so sparkafka must be "
+    "installed there (the server's driver and executors; Spark 4.3 does not ship addArtifacts files to "
+    "streaming sources and sinks), exactly_once needs spark.speculation=false in the server's config (not "
+    "checked from a client), and metrics files are written on the server's host: read them there, or use "
+    "the query's progress or the server's Prometheus endpoint (README: Spark Connect)"
+)
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect client session (no SparkContext on this side)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _workers_on_this_interpreter(spark: Any) -> None:

@@ -1,0 +1,133 @@
+"""sparkafka through Spark Connect: a local Connect server on 127.0.0.1, a client session in this process."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkafka.committed_view import committed_view
+from sparkafka.local.broker import free_port
+from sparkafka.local.procs import start_group, stop_group
+from tests.integration.source_helpers import produce
+
+
+@pytest.fixture(scope="module")
+def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Spark Connect server (the spark-connect jar of the pip package) and a client session on it."""
+    pytest.importorskip("grpc", reason="the Spark Connect client needs pyspark[connect] (in the dev extra)")
+    import pyspark
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    port = free_port()
+    spark_home = Path(pyspark.__file__).parent
+    cmd = [
+        str(spark_home / "bin" / "spark-submit"),
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.connect.grpc.binding.address=127.0.0.1",
+        "--conf",
+        f"spark.connect.grpc.binding.port={port}",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        "spark.driver.bindAddress=127.0.0.1",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        f"spark.pyspark.python={sys.executable}",  # the server's Python has sparkafka installed
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        "spark-internal",
+    ]
+    log_path = tmp_path_factory.mktemp("connect") / "server.log"
+    # The server runs Python workers with PYSPARK_PYTHON: this interpreter, where sparkafka is installed.
+    env = {**os.environ, "SPARK_HOME": str(spark_home), "PYSPARK_PYTHON": sys.executable}
+    server = start_group(cmd, log_path, env=env)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert server.poll() is None, f"the Connect server exited: {log_path.read_text()[-2000:]}"
+            assert time.monotonic() < deadline, "the Connect server did not listen within 180 s"
+            time.sleep(0.5)
+        session = RemoteSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
+        try:
+            yield session
+        finally:
+            session.stop()
+    finally:
+        stop_group(server, timeout_s=30)
+
+
+def test_read_and_exactly_once_write_through_spark_connect(
+    remote: Any,
+    kafka_conf: dict[str, str],
+    bootstrap: str,
+    new_topic: Callable[..., str],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import sparkafka
+
+    src, dst = new_topic(partitions=2), new_topic(partitions=2)
+    produce(kafka_conf, src, [f"c{i}" for i in range(30)], 2)
+    with caplog.at_level(logging.WARNING, logger="sparkafka"):
+        sparkafka.register(remote)
+    assert "sparkafka must be installed there" in caplog.text  # what the server needs, said once
+
+    batch = (
+        remote.read.format("sparkafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", src)
+    )
+    assert batch.load().count() == 30
+
+    stream = (
+        remote.readStream.format("sparkafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", src)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("key", "value")
+    )
+    query = (
+        stream.writeStream.format("sparkafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", dst)
+        .option("deliveryGuarantee", "exactly_once")
+        .option("transactionalIdPrefix", f"connect-{uuid.uuid4().hex[:6]}")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(240)
+    assert query.exception() is None
+    # Progress reaches the remote client: how to watch a query from there (metrics files are the server's).
+    progress = query.recentProgress
+    assert sum(json.loads(p.json)["sink"]["numOutputRows"] for p in progress) == 30
+    written = sorted((r.value or b"").decode() for rs in committed_view(kafka_conf, dst).values() for r in rs)
+    assert written == sorted(f"c{i}" for i in range(30))
+
+
+def test_option_errors_reach_the_connect_client_in_sparkafkas_words(remote: Any, bootstrap: str) -> None:
+    import sparkafka
+
+    sparkafka.register(remote)
+    reader = remote.read.format("sparkafka").option("kafka.bootstrap.servers", bootstrap)
+    with pytest.raises(
+        Exception, match=r"set exactly one of the options subscribe \(comma-separated topics\)"
+    ):
+        reader.option("subscribePattern", "x").option("subscribe", "y").load().count()
