@@ -38,14 +38,15 @@ def sink_metrics(transactional_id_prefix: str, query_id: str | None = None) -> d
 
     ``batches`` committed, ``transactions`` committed, ``records`` in them, ``replays`` (replayed batches
     not written again), ``recovered`` (pending intents resolved by recovery), ``partial`` and ``abandoned``
-    (batches the broker partly or wholly aborted before the commit reached them; see the README).
+    (batches the broker partly or wholly aborted before the commit reached them; see the README), and
+    ``aborted`` (transactions the sink aborted itself: replays, batches Spark gave up on, refused batches).
     """
     from sparkafka.metrics_files import default_metrics_path, read_json
 
     data = read_json(default_metrics_path("sink", transactional_id_prefix)) or {}
     if query_id is not None:
         data = (data.get("queries") or {}).get(query_id, {})
-    keys = ("batches", "transactions", "records", "replays", "recovered", "partial", "abandoned")
+    keys = ("batches", "transactions", "records", "replays", "recovered", "partial", "abandoned", "aborted")
     return {k: int(data.get(k, 0)) for k in keys}
 
 

@@ -37,6 +37,10 @@ SINK_COUNTERS = {
     ),
     "recovered": ("sparkafka_batches_recovered", "Batches the exactly-once sink finished from their intent."),
     "replays": ("sparkafka_replays_skipped", "Replayed batches the exactly-once sink did not write again."),
+    "aborted": (
+        "sparkafka_transactions_aborted",
+        "Kafka transactions the exactly-once sink aborted (replays, batches Spark gave up on, refused ones).",
+    ),
 }
 
 
@@ -93,6 +97,7 @@ class Exporter:
         sink_counters: query id -> the sink's counters (default: its counters file).
         source_metrics: group id -> the source's metrics or None (default: its metrics file).
         groups: query name or id -> the source's ``kafka.group.id``, for the group-commit counters.
+        malformed_action: the ``action`` label of malformed records (a pipeline's ``on_malformed``).
     """
 
     def __init__(
@@ -102,6 +107,7 @@ class Exporter:
         sink_counters: Callable[[str], Mapping[str, int]] = _sink_counters,
         source_metrics: Callable[[str], Any] | None = None,
         groups: Mapping[str, str] | None = None,
+        malformed_action: str = "skip",
     ) -> None:
         import sparkafka
 
@@ -109,6 +115,7 @@ class Exporter:
         self._sink_counters = sink_counters
         self._source_metrics = source_metrics or sparkafka.source_metrics
         self._groups = dict(groups or {})
+        self._malformed_action = malformed_action
         self._seen: dict[str, _Seen] = {}
         r, q = self.registry, ["query"]
         self.batches = Counter("sparkafka_batches", "Micro-batches that ran.", q, registry=r)
@@ -137,8 +144,8 @@ class Exporter:
         )
         self.malformed = Counter(
             "sparkafka_malformed_records",
-            "Undecodable values (skipped, dead-lettered or failing).",
-            q,
+            "Undecodable values, by what became of them (on_malformed: skip, dead_letter or fail).",
+            [*q, "action"],
             registry=r,
         )
         self.sink = {key: Counter(name, text, q, registry=r) for key, (name, text) in SINK_COUNTERS.items()}
@@ -175,7 +182,7 @@ class Exporter:
                     self.phase.labels(query, phase).set(int(durations[phase]) / 1000)
             observed = (progress.get("observedMetrics") or {}).get(MALFORMED_METRIC)
             if isinstance(observed, Mapping) and observed.get("n"):
-                self.malformed.labels(query).inc(int(observed["n"]))
+                self.malformed.labels(query, self._malformed_action).inc(int(observed["n"]))
         for source in progress.get("sources") or []:
             latest, end = _offsets(source.get("latestOffset")), _offsets(source.get("endOffset"))
             for topic, parts in latest.items():

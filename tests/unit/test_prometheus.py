@@ -46,12 +46,12 @@ def scrape(exporter: Exporter) -> dict[tuple[str, tuple[tuple[str, str], ...]], 
 
 
 def test_batches_rows_lag_and_sink_counters() -> None:
-    sink: dict[str, int] = {"records": 500, "transactions": 4}  # an earlier run of the query wrote these
+    sink: dict[str, int] = {"records": 500, "transactions": 4, "aborted": 1}  # an earlier run's
     exporter = Exporter(sink_counters=lambda query_id: dict(sink))
     exporter.begin("q-1")
     sink.update(records=560, transactions=6)
     exporter.observe(progress(0, 60, {"t": {"0": 40, "1": 30}}, {"t": {"0": 35, "1": 30}}))
-    sink.update(records=600, transactions=8)
+    sink.update(records=600, transactions=8, aborted=3)
     exporter.observe(progress(1, 40, {"t": {"0": 40, "1": 30}}, {"t": {"0": 40, "1": 30}}))
     exporter.observe(progress(2, 0, {"t": {"0": 40, "1": 30}}, {"t": {"0": 40, "1": 30}}, ran=False))  # idle
     m = scrape(exporter)
@@ -60,7 +60,8 @@ def test_batches_rows_lag_and_sink_counters() -> None:
     assert m["sparkafka_input_records_total", q] == 100
     assert m["sparkafka_output_records_total", q] == 100  # this run's, not the earlier run's 500
     assert m["sparkafka_transactions_committed_total", q] == 4
-    assert m["sparkafka_malformed_records_total", q] == 4
+    assert m["sparkafka_transactions_aborted_total", q] == 2
+    assert m["sparkafka_malformed_records_total", (("action", "skip"), ("query", "orders"))] == 4
     assert m["sparkafka_batch_duration_seconds_count", q] == 2
     assert m["sparkafka_batch_duration_seconds_sum", q] == 3.0
     assert m["sparkafka_batch_phase_seconds", (("phase", "addBatch"), ("query", "orders"))] == 1.2

@@ -264,7 +264,9 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
         from sparkafka.prometheus import Exporter, start_server
 
         query_name = cfg.name.replace("-", "_")
-        exporter = Exporter(groups={query_name: cfg.group_id} if cfg.group_id else None)
+        exporter = Exporter(
+            groups={query_name: cfg.group_id} if cfg.group_id else None, malformed_action=cfg.on_malformed
+        )
         try:
             server = start_server(exporter, cfg.metrics_port, cfg.metrics_host)
         except ConfigError as e:

@@ -209,13 +209,15 @@ class TwoPhaseCommitter:
         try:
             handles = [r.handle for r in results if r.handle is not None]
             if state.is_done(query_id, batch_id):
-                self._abort_quietly(handles, f"batch {batch_id} of query {query_id} was already committed")
+                self._abort_quietly(
+                    query_id, handles, f"batch {batch_id} of query {query_id} was already committed"
+                )
                 self._count(query_id, replays=1)
                 return
             try:
                 self.check_owner(state, query_id)
             except ConfigError:
-                self._abort_quietly(handles, "the prefix belongs to another query")
+                self._abort_quietly(query_id, handles, "the prefix belongs to another query")
                 raise
             prior = state.record_for(query_id, batch_id)
             committed = prior.committed if prior is not None and prior.state == "partial" else ()
@@ -267,7 +269,7 @@ class TwoPhaseCommitter:
                 handles = [h for h in handles if h not in record.handles]
             elif record is not None:
                 handles = [h for h in handles if h not in record.committed]
-            self._abort_quietly(handles, f"batch {batch_id} aborted by Spark")
+            self._abort_quietly(query_id, handles, f"batch {batch_id} aborted by Spark")
         finally:
             self._ender.close()
 
@@ -394,7 +396,7 @@ class TwoPhaseCommitter:
         for done in committed:
             now = by_task[done.task].records if done.task in by_task else 0
             if now != done.records:
-                self._abort_quietly(handles, "the replay of a partly committed batch differs")
+                self._abort_quietly(query_id, handles, "the replay of a partly committed batch differs")
                 visible = ", ".join(f"{h.task} ({h.records} records)" for h in committed)
                 raise TransactionError(
                     f"batch {batch_id} of query {query_id} was partly committed (tasks {visible} are "
@@ -408,7 +410,9 @@ class TwoPhaseCommitter:
                 )
         tasks = {h.task for h in committed}
         self._abort_quietly(
-            [h for h in handles if h.task in tasks], f"tasks {sorted(tasks)} of batch {batch_id} are visible"
+            query_id,
+            [h for h in handles if h.task in tasks],
+            f"tasks {sorted(tasks)} of batch {batch_id} are visible",
         )
         return [h for h in handles if h.task not in tasks]
 
@@ -429,7 +433,7 @@ class TwoPhaseCommitter:
                 )
             return
         handles = [r.handle for r in results if r.handle is not None]
-        self._abort_quietly(handles, f"batch {batch_id} is too old to commit safely")
+        self._abort_quietly(query_id, handles, f"batch {batch_id} is too old to commit safely")
         raise TransactionError(
             f"batch {batch_id} of query {query_id} was not committed: its oldest transaction is "
             f"{age / 1000:.1f} s old, past {(timeout - margin) / 1000:.1f} s (kafka.transaction.timeout.ms="
@@ -461,16 +465,20 @@ class TwoPhaseCommitter:
             "still be stored; on restart recovery resolves them, or the replay's tasks abort them"
         ) from failure
 
-    def _abort_quietly(self, handles: Iterable[TxnHandle], why: str) -> None:
+    def _abort_quietly(self, query_id: str | None, handles: Iterable[TxnHandle], why: str) -> None:
         handles = list(handles)
         if not handles:
             return
         log.info("aborting %d transaction(s): %s", len(handles), why)
+        aborted = 0
         for handle in handles:
             try:
                 self._ender.end(handle, commit=False)
+                aborted += 1
             except TransactionError as e:  # unknown outcome: the broker aborts it on fence or timeout
                 log.warning("abort: %s", e)
+        if query_id is not None:
+            self._count(query_id, aborted=aborted)
 
     def _fence(self, tasks: range) -> None:
         """Abort whatever transactional ids no longer used by any task hold (parallelism went down)."""

@@ -66,6 +66,8 @@ def test_streaming_crash_then_replay_is_exactly_once(point: str, timing: str) ->
     assert world.log.read().latest[Q].state == "done"
     if point == "commit_end":
         assert world.counters["replays"] == 1
+        # The replay's fresh transactions (one per task) were aborted, and counted as such.
+        assert world.counters["aborted"] == len(rows_of(1))
 
 
 # What a crashed batch write leaves visible once a later writer has recovered: rows of tasks.
