@@ -30,28 +30,19 @@ def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     port = free_port()
     spark_home = Path(pyspark.__file__).parent
-    cmd = [
-        str(spark_home / "bin" / "spark-submit"),
-        "--class",
-        "org.apache.spark.sql.connect.service.SparkConnectServer",
-        "--master",
-        "local[2]",
-        "--conf",
-        "spark.connect.grpc.binding.address=127.0.0.1",
-        "--conf",
-        f"spark.connect.grpc.binding.port={port}",
-        "--conf",
-        "spark.driver.host=127.0.0.1",
-        "--conf",
-        "spark.driver.bindAddress=127.0.0.1",
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        f"spark.pyspark.python={sys.executable}",  # the server's Python has sparkafka installed
-        "--conf",
-        "spark.sql.shuffle.partitions=2",
-        "spark-internal",
-    ]
+    conf = {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.pyspark.python": sys.executable,  # the server's Python has sparkafka installed
+        "spark.sql.shuffle.partitions": "2",
+    }
+    server_class = "org.apache.spark.sql.connect.service.SparkConnectServer"
+    cmd = [str(spark_home / "bin" / "spark-submit"), "--class", server_class, "--master", "local[2]"]
+    cmd += [arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]
+    cmd.append("spark-internal")  # the primary resource of a class inside Spark's own jars
     log_path = tmp_path_factory.mktemp("connect") / "server.log"
     # The server runs Python workers with PYSPARK_PYTHON: this interpreter, where sparkafka is installed.
     env = {**os.environ, "SPARK_HOME": str(spark_home), "PYSPARK_PYTHON": sys.executable}
