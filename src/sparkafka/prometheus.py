@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from sparkafka.errors import ConfigError
 from sparkafka.metrics_files import query_sink_path, read_json
-from sparkafka.pipeline.progress import MALFORMED_METRIC, ran_batch
+from sparkafka.pipeline.progress import MALFORMED_METRIC, behind_by_partition, offsets_of, ran_batch
 
 __all__ = ["Exporter", "MetricsServer", "serve", "start_server"]
 
@@ -49,14 +49,9 @@ def _sink_counters(query_id: str) -> dict[str, int]:
     return {k: int(data.get(k, 0)) for k in SINK_COUNTERS}
 
 
-def _offsets(value: Any) -> dict[str, dict[str, int]]:
-    data = json.loads(value) if isinstance(value, str) else value
-    return data if isinstance(data, dict) else {}
-
-
 def _kafka_shaped(value: Any) -> bool:
     try:
-        data = _offsets(value)
+        data = offsets_of(value)
     except ValueError:
         return False
     return bool(data) and all(
@@ -184,11 +179,8 @@ class Exporter:
             if isinstance(observed, Mapping) and observed.get("n"):
                 self.malformed.labels(query, self._malformed_action).inc(int(observed["n"]))
         for source in progress.get("sources") or []:
-            latest, end = _offsets(source.get("latestOffset")), _offsets(source.get("endOffset"))
-            for topic, parts in latest.items():
-                for partition, offset in parts.items():
-                    done = end.get(topic, {}).get(partition, offset)
-                    self.behind.labels(query, topic, str(partition)).set(max(0, int(offset) - int(done)))
+            for (topic, partition), behind in (behind_by_partition(source) or {}).items():
+                self.behind.labels(query, topic, partition).set(behind)
         now = self._sink_counters(query_id)
         for key, counter in self.sink.items():
             delta = int(now.get(key, 0)) - seen.sink.get(key, 0)

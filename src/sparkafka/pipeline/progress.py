@@ -16,7 +16,9 @@ from typing import Any
 __all__ = [
     "BatchLine",
     "batch_line",
+    "behind_by_partition",
     "behind_latest",
+    "offsets_of",
     "plain_line",
     "plain_summary",
     "ran_batch",
@@ -25,23 +27,30 @@ __all__ = [
 ]
 
 
-def _offsets(text: Any) -> dict[str, dict[str, int]]:
+def offsets_of(text: Any) -> dict[str, dict[str, int]]:
+    """A source's offsets in a progress event (JSON text or already parsed); {} when absent or not a map."""
     if not text:
         return {}
     data = json.loads(text) if isinstance(text, str) else text
     return data if isinstance(data, dict) else {}
 
 
-def behind_latest(source: Mapping[str, Any]) -> int | None:
-    """Records between the batch's end and the latest offsets the source saw (summed over partitions)."""
-    latest, end = _offsets(source.get("latestOffset")), _offsets(source.get("endOffset"))
+def behind_by_partition(source: Mapping[str, Any]) -> dict[tuple[str, str], int] | None:
+    """Per (topic, partition): records between the batch's end and the latest offsets the source saw."""
+    latest, end = offsets_of(source.get("latestOffset")), offsets_of(source.get("endOffset"))
     if not latest or not end:
         return None
-    total = 0
-    for topic, parts in latest.items():
-        for partition, offset in parts.items():
-            total += max(0, int(offset) - int(end.get(topic, {}).get(partition, offset)))
-    return total
+    return {
+        (topic, str(partition)): max(0, int(offset) - int(end.get(topic, {}).get(partition, offset)))
+        for topic, parts in latest.items()
+        for partition, offset in parts.items()
+    }
+
+
+def behind_latest(source: Mapping[str, Any]) -> int | None:
+    """``behind_by_partition`` summed over partitions."""
+    behind = behind_by_partition(source)
+    return None if behind is None else sum(behind.values())
 
 
 MALFORMED_METRIC = "sparkafka_malformed"
