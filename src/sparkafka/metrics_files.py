@@ -7,6 +7,7 @@ processes of their own, so counters go to files on the driver host, rewritten at
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 import urllib.parse
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["add_counts", "default_metrics_path", "query_sink_path", "read_json", "write_json_atomically"]
+
+log = logging.getLogger(__name__)
 
 
 def default_metrics_path(kind: str, name: str) -> Path:
@@ -44,17 +47,21 @@ def query_sink_path(query_id: str) -> Path:
 
 
 def add_counts(path: Path, increments: Mapping[str, int], query_id: str | None = None) -> None:
-    """Add ``increments`` to the counters in ``path`` (and to ``queries[query_id]`` in it).
+    """Add ``increments`` to the counters in ``path`` (and to ``queries[query_id]`` in it); zeros are left
+    out. A file that cannot be read or written only warns: counters never fail a batch.
 
     Read-modify-write: one writer per file at a time (the driver's commit runs one batch at a time).
-
-    Raises:
-        OSError, ValueError: the file cannot be read or written.
     """
-    data = read_json(path) or {}
-    mine = data.setdefault("queries", {}).setdefault(query_id, {}) if query_id is not None else None
-    for key, n in increments.items():
-        data[key] = int(data.get(key, 0)) + n
-        if mine is not None:
-            mine[key] = int(mine.get(key, 0)) + n
-    write_json_atomically(path, data)
+    increments = {k: n for k, n in increments.items() if n}
+    if not increments:
+        return
+    try:
+        data = read_json(path) or {}
+        mine = data.setdefault("queries", {}).setdefault(query_id, {}) if query_id is not None else None
+        for key, n in increments.items():
+            data[key] = int(data.get(key, 0)) + n
+            if mine is not None:
+                mine[key] = int(mine.get(key, 0)) + n
+        write_json_atomically(path, data)
+    except (OSError, ValueError) as e:
+        log.warning("could not update counters %s: %s", path, e)

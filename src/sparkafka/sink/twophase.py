@@ -490,21 +490,14 @@ class TwoPhaseCommitter:
 
 class _MetricsCounter:
     """Adds to the sink's counters files: the prefix's (``sink_metrics``: totals and, under ``queries``, each
-    query's own) and the query's (``query_sink_path``, read by the Prometheus exporter). A file that cannot
-    be written only warns."""
+    query's own) and the query's (``query_sink_path``, read by the Prometheus exporter)."""
 
     def __init__(self, prefix: str) -> None:
         self._path = default_metrics_path("sink", prefix)
 
     def __call__(self, query_id: str, **increments: int) -> None:
-        increments = {k: n for k, n in increments.items() if n}
-        if not increments:
-            return
-        for path, per_query in ((self._path, True), (query_sink_path(query_id), False)):
-            try:
-                add_counts(path, increments, query_id if per_query else None)
-            except (OSError, ValueError) as e:
-                log.warning("could not update sink metrics %s: %s", path, e)
+        add_counts(self._path, increments, query_id)
+        add_counts(query_sink_path(query_id), increments)
 
 
 class _KafkaEnder:

@@ -90,15 +90,6 @@ def query_id_from_checkpoint(location: str | None) -> str | None:
         return None
 
 
-def count_query_output(query_id: str, **increments: int) -> None:
-    """Add a batch's at-least-once output to the query's counters file (``query_sink_path``); runs on the
-    driver, in the process Spark commits the batch in. Exactly-once batches are counted by the committer."""
-    try:
-        add_counts(query_sink_path(query_id), {k: n for k, n in increments.items() if n})
-    except (OSError, ValueError) as e:
-        log.warning("could not update the sink's counters for query %s: %s", query_id, e)
-
-
 @dataclass
 class KafkaCommitMessage(WriterCommitMessage):
     result: TaskResult
@@ -155,7 +146,10 @@ class _Writer:
         if self._options.delivery != "exactly_once":
             fault_point("commit_start")
             if query_id is not None:  # tasks flushed (at_least_once) before reporting success
-                count_query_output(query_id, batches=1, records=sum(r.records for r in results))
+                # The query's counters file (exactly-once batches are counted by the committer).
+                add_counts(
+                    query_sink_path(query_id), {"batches": 1, "records": sum(r.records for r in results)}
+                )
             return
         if query_id is None:
             raise ValueError("commit messages name no single query id")
