@@ -225,13 +225,15 @@ def reset_group(
         if unknown:
             raise ConfigError(f"--to {target.source}: {', '.join(map(str, unknown))} do not exist")
         tps = sorted(target.offsets)
+        committed = meta.committed(group, tps)
     elif topics:
         tps = _partitions_of(meta, topics)
+        committed = meta.committed(group, tps)
     else:
-        tps = sorted(meta.committed(group))
+        committed = meta.committed(group)
+        tps = sorted(committed)
         if not tps:
             raise ConfigError(f"group {group!r} has no committed offsets; name the partitions with --topic")
-    committed = meta.committed(group, tps)
     earliest, latest = meta.earliest(tps), meta.latest(tps)
     by_time = meta.for_timestamp(tps, target.timestamp_ms) if target.timestamp_ms is not None else None
     new = plan_reset(target, tps, earliest, latest, by_time)
