@@ -9,11 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from sparkafka.local import EmbeddedBroker
 from sparkafka.probes import Capability, probe_broker
 
 _capabilities: dict[str, Capability] = {}
+
+# No timing in a test: Hypothesis's per-example deadline fails on a busy shared machine, not on a bug.
+settings.register_profile("sparkafka", deadline=None)
+settings.load_profile("sparkafka")
 
 
 @pytest.fixture(scope="session")
@@ -26,6 +31,22 @@ def kafka_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
     log_path = tmp_path_factory.mktemp("broker") / "tansu.log"
     with EmbeddedBroker(log_path=log_path) as broker:
         yield {"bootstrap.servers": broker.bootstrap_servers}
+
+
+@pytest.fixture(scope="session")
+def registry_url() -> Iterator[str]:
+    """A Schema Registry: SPARKAFKA_TEST_SCHEMA_REGISTRY if set, else the small test server on 127.0.0.1.
+
+    Tests name their subjects uniquely, so a real registry's existing subjects do not matter.
+    """
+    external = os.environ.get("SPARKAFKA_TEST_SCHEMA_REGISTRY")
+    if external:
+        yield external
+        return
+    from tests.support.schema_registry import TestSchemaRegistry
+
+    with TestSchemaRegistry() as registry:
+        yield registry.url
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ __all__ = [
     "ConfigError",
     "DataLossError",
     "PartitionsGoneError",
+    "RegistryError",
     "SparkafkaError",
     "TransactionError",
 ]
@@ -48,3 +49,15 @@ class DataLossError(SparkafkaError):
 
 class TransactionError(SparkafkaError):
     """A Kafka transaction could not be begun, committed, resumed or aborted."""
+
+
+class RegistryError(SparkafkaError):
+    """The Schema Registry could not be reached, or has no such subject, version or id, or refused a schema.
+
+    The message names the registry (user info masked), the subject, version or id, and what to do.
+    """
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        """The registry's error code (40401 no subject, 40402 no version, 40403 no id, 409 incompatible)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,10 @@ def test_good_file_resolves(tmp_path: Path, trigger: str, want: str | None) -> N
         ),
         (('value = "to_json', 'valu = "x"\nvalue = "to_json'), "sink.valu is not a known field"),
         (('checkpoint = "ck"', ""), "checkpoint is required"),
-        (('decode = "json"', 'decode = "avro"'), "source.decode = 'avro': use raw, string or json"),
+        (
+            ('decode = "json"', 'decode = "xml"'),
+            "source.decode = 'xml': use raw, string, json, avro, protobuf, json_schema",
+        ),
         (('schema = "a INT"', ""), "source.schema is required with decode = json"),
         (
             ('trigger = "5 seconds"', 'trigger = "often"'),
@@ -87,7 +91,7 @@ def test_good_file_resolves(tmp_path: Path, trigger: str, want: str | None) -> N
         (("[transform]", "[transform]\nsql = 3\n[other]"), "other is not a known field"),
         (
             ('schema = "a INT"', 'schema = "a INT"\non_malformed = "ignore"'),
-            "source.on_malformed = 'ignore': use flag, skip, fail or dead_letter",
+            "source.on_malformed = 'ignore': use flag, skip, fail, dead_letter",
         ),
         (
             ('schema = "a INT"', 'schema = "a INT"\non_malformed = "dead_letter"'),
@@ -99,7 +103,7 @@ def test_good_file_resolves(tmp_path: Path, trigger: str, want: str | None) -> N
         ),
         (
             ('decode = "json"\nschema = "a INT"', 'decode = "string"\non_malformed = "skip"'),
-            "source.on_malformed applies to decode = json only",
+            "source.on_malformed applies to decode = json, avro, protobuf, json_schema only",
         ),
     ],
 )
@@ -123,6 +127,7 @@ def test_not_toml_and_missing_file(tmp_path: Path) -> None:
 def test_examples_parse(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("BOOTSTRAP", "127.0.0.1:9092")
     monkeypatch.setenv("SPARKAFKA_STATE", str(tmp_path))
+    monkeypatch.setenv("SCHEMA_REGISTRY_URL", "http://127.0.0.1:8081")
     examples = sorted(Path(__file__).parents[2].joinpath("examples").glob("*.toml"))
     assert examples
     for example in examples:
@@ -162,3 +167,90 @@ def test_metrics_table_sets_port_and_host(tmp_path: Path) -> None:
 def test_metrics_port_must_be_a_port_number(tmp_path: Path, port: str) -> None:
     with pytest.raises(ConfigError, match=r"metrics\.port = .*: use a port number, 1 to 65535"):
         load_pipeline(write(tmp_path, GOOD.format(trigger="5 seconds") + f"\n[metrics]\nport = {port}\n"))
+
+
+REGISTRY = """
+checkpoint = "ck"
+{registry}
+[source]
+decode = "avro"
+{source}
+options = {{ "kafka.bootstrap.servers" = "b:9092", subscribe = "{subscribe}" }}
+[sink]
+{sink}
+options = {{ "kafka.bootstrap.servers" = "b:9092", topic = "out" }}
+"""
+
+
+def registry_pipeline(
+    tmp_path: Path,
+    source: str = "",
+    sink: str = "",
+    subscribe: str = "orders",
+    registry: str = '[schema_registry]\nurl = "http://user:pw@sr:8081"',
+) -> Path:
+    text = REGISTRY.format(registry=registry, source=source, sink=sink, subscribe=subscribe)
+    return write(tmp_path, text)
+
+
+def test_registry_formats_default_to_the_topic_subject_and_the_latest_version(tmp_path: Path) -> None:
+    cfg = load_pipeline(registry_pipeline(tmp_path, sink='encode = "protobuf"\nkey = "k"'))
+    assert cfg.registry is not None
+    assert cfg.registry.url == "http://user:pw@sr:8081"
+    assert "pw" not in repr(cfg.registry)
+    assert cfg.value_schema is not None
+    assert (cfg.value_schema.subject, cfg.value_schema.version, cfg.value_schema.schema_id) == (
+        "orders-value",
+        None,
+        None,
+    )
+    assert cfg.key_decode == "string"
+    assert cfg.key_schema is None
+    assert cfg.encode == "protobuf"
+    assert cfg.value == "struct(*)"  # with encode the value defaults to every column of the SQL
+    assert cfg.encoding.strategy == "topic"
+    assert cfg.encoding.auto_register is True
+    pinned = load_pipeline(
+        registry_pipeline(
+            tmp_path, 'schema_id = 7\nkey_decode = "avro"\nkey_subject = "k"\nkey_schema_version = 2'
+        )
+    )
+    assert pinned.value_schema is not None
+    assert pinned.value_schema.schema_id == 7
+    assert pinned.key_schema is not None
+    assert (pinned.key_schema.subject, pinned.key_schema.version) == ("k", 2)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"registry": ""}, "schema_registry is required by source.decode"),
+        ({"registry": "[schema_registry]\nurl = 'sr:8081'"}, "schema_registry.url = 'sr:8081'"),
+        (
+            {"registry": "[schema_registry]\nurl = 'http://sr'\nuser = 'x'"},
+            "schema_registry.user is not a known",
+        ),
+        (
+            {"subscribe": "a,b"},
+            "source.subject is required unless the source subscribes to exactly one topic",
+        ),
+        ({"source": 'schema = "a INT"'}, "source.schema applies to decode = json only"),
+        ({"source": "schema_id = 3\nsubject = 'x'"}, "source.schema_id pins the schema"),
+        ({"source": "schema_version = 0"}, "source.schema_version = 0: use a whole number >= 1"),
+        ({"source": "message = 'Order'"}, "source.message applies to protobuf only"),
+        ({"source": "key_subject = 'k'"}, "source.key_subject applies to registry formats only"),
+        ({"source": "key_decode = 'xml'"}, "source.key_decode = 'xml': use string, raw, avro"),
+        ({"sink": "encode = 'thrift'"}, "sink.encode = 'thrift': use avro, protobuf, json_schema"),
+        ({"sink": "encode = 'avro'\nauto_register = 'yes'"}, "sink.auto_register = 'yes': use true or false"),
+        ({"sink": "encode = 'avro'\nsubject_name_strategy = 'record'"}, "sink.record_name is required with"),
+        ({"sink": "encode = 'avro'\nrecord_name = 'a-b'"}, "sink.record_name = 'a-b'"),
+    ],
+)
+def test_registry_settings_are_checked_naming_the_field(tmp_path: Path, kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_pipeline(registry_pipeline(tmp_path, **kwargs))
+
+
+def test_on_malformed_applies_to_registry_formats(tmp_path: Path) -> None:
+    path = registry_pipeline(tmp_path, 'on_malformed = "dead_letter"\ndead_letter_topic = "dlq"')
+    assert load_pipeline(path).on_malformed == "dead_letter"

@@ -8,9 +8,20 @@
     master = "local[2]"
     config = { "spark.sql.shuffle.partitions" = "4" }
 
+    [schema_registry]                    # for avro | protobuf | json_schema (Confluent's wire format)
+    url = "http://127.0.0.1:8081"
+    basic_auth_user_info = "${SR_KEY}:${SR_SECRET}"   # optional; also ssl_ca_location,
+                                         # ssl_certificate_location, ssl_key_location, ssl_key_password,
+                                         # timeout_s
+
     [source]
-    decode = "json"                      # raw | string | json
+    decode = "json"                      # raw | string | json | avro | protobuf | json_schema
     schema = "order_id STRING, amount DOUBLE"   # Spark DDL, required for json
+    subject = "orders-value"             # registry formats: the reader schema's subject (default
+    schema_version = 3                   # <topic>-value), version (default latest) or schema_id;
+    message = "shop.Order"               # protobuf: the message to read as (default the first)
+    key_decode = "string"                # string (default) | raw | avro | protobuf | json_schema
+    key_subject = "orders-key"           # with key_schema_version / key_schema_id, as for the value
     watermark = { column = "event_time", delay = "30 seconds" }   # optional, for windowed aggregations
     on_malformed = "flag"                # json values that do not parse: flag (the column _malformed for
                                          # the SQL) | skip | fail (the batch fails, naming the record) |
@@ -28,7 +39,14 @@
 
     [sink]
     key = "customer"                     # optional SQL expression
-    value = "to_json(struct(*))"         # SQL expression (default: the column value)
+    value = "to_json(struct(*))"         # SQL expression (default: the column value; struct(*) with encode)
+    encode = "avro"                      # optional: avro | protobuf | json_schema (value a struct)
+    key_encode = "avro"                  # optional, the same for the key
+    subject_name_strategy = "topic"      # topic (<topic>-value) | record | topic_record
+    record_name = "Order"                # the schema's record / message name (default topLevelRecord)
+    record_namespace = "shop"            # its namespace / package (default none)
+    auto_register = true                 # register the schema derived from the SQL's type (default)
+    use_latest_version = false           # or write with the subject's latest schema
     options = { "kafka.bootstrap.servers" = "${BOOTSTRAP}", topic = "out", deliveryGuarantee = "exactly_once",
                 transactionalIdPrefix = "orders" }
 
@@ -50,21 +68,94 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sparkafka.errors import ConfigError
+from sparkafka.registry.client import (
+    FORMATS,
+    STRATEGIES,
+    Format,
+    RegistryConfig,
+    SubjectStrategy,
+    parse_registry,
+)
 
-__all__ = ["PipelineConfig", "TableSpec", "load_pipeline"]
+__all__ = ["PipelineConfig", "SchemaChoice", "SinkEncoding", "TableSpec", "load_pipeline"]
 
-Decode = Literal["raw", "string", "json"]
+Decode = Literal["raw", "string", "json", "avro", "protobuf", "json_schema"]
+KeyDecode = Literal["raw", "string", "avro", "protobuf", "json_schema"]
 OnMalformed = Literal["flag", "skip", "fail", "dead_letter"]
+DECODES: tuple[Decode, ...] = ("raw", "string", "json", *FORMATS)
+FALLIBLE: tuple[Decode, ...] = ("json", *FORMATS)
+"""Decodings whose records can be undecodable, so ``on_malformed`` applies."""
 
-_TOP = {"name", "checkpoint", "trigger", "spark", "source", "table", "transform", "sink", "metrics"}
+_TOP = {
+    "name",
+    "checkpoint",
+    "trigger",
+    "spark",
+    "source",
+    "table",
+    "transform",
+    "sink",
+    "metrics",
+    "schema_registry",
+}
+_SCHEMA_CHOICE = ("subject", "schema_version", "schema_id", "message")
 _SECTIONS = {
     "spark": {"master", "config"},
-    "source": {"decode", "schema", "options", "watermark", "on_malformed", "dead_letter_topic"},
+    "source": {
+        "decode",
+        "schema",
+        "options",
+        "watermark",
+        "on_malformed",
+        "dead_letter_topic",
+        "key_decode",
+        *_SCHEMA_CHOICE,
+        *(f"key_{k}" for k in _SCHEMA_CHOICE),
+    },
     "table": {"name", "path", "format"},
     "transform": {"sql"},
-    "sink": {"key", "value", "options"},
+    "sink": {
+        "key",
+        "value",
+        "options",
+        "encode",
+        "key_encode",
+        "subject_name_strategy",
+        "record_name",
+        "record_namespace",
+        "auto_register",
+        "use_latest_version",
+    },
     "metrics": {"port", "host"},
 }
+
+
+@dataclass(frozen=True)
+class SchemaChoice:
+    """Which registered schema the source reads with: by id, or a subject's version (None: latest)."""
+
+    subject: str | None
+    version: int | None = None
+    schema_id: int | None = None
+    message: str | None = None
+    """Protobuf: the message to read as (default the schema's first)."""
+
+
+@dataclass(frozen=True)
+class SinkEncoding:
+    """How ``[sink] encode`` / ``key_encode`` write: subject naming, the schema's name, registration."""
+
+    strategy: SubjectStrategy = "topic"
+    record_name: str = "topLevelRecord"
+    record_namespace: str = ""
+    auto_register: bool = True
+    use_latest_version: bool = False
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.record_namespace}.{self.record_name}" if self.record_namespace else self.record_name
+
+
 _TRIGGER = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?)\s*", re.IGNORECASE)
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -100,6 +191,19 @@ class PipelineConfig:
     sink_options: Mapping[str, str] = field(default_factory=dict)
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    registry: RegistryConfig | None = None
+    """``[schema_registry]``: required by the registry formats."""
+    value_schema: SchemaChoice | None = None
+    """The reader schema of a registry-format value."""
+    key_decode: KeyDecode = "string"
+    key_schema: SchemaChoice | None = None
+    encode: Format | None = None
+    key_encode: Format | None = None
+    encoding: SinkEncoding = field(default_factory=SinkEncoding)
+
+    @property
+    def sink_topic(self) -> str | None:
+        return {k.lower(): v for k, v in self.sink_options.items()}.get("topic")
 
     @property
     def group_id(self) -> str | None:
@@ -156,6 +260,26 @@ class _Fields:
         if not isinstance(value, str):
             raise self.error(self.dotted(key), f"must be a string, not {type(value).__name__}")
         return _expand(value, self, self.dotted(key))
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.data.get(key, default)
+        if not isinstance(value, bool):
+            raise self.error(self.dotted(key), f"= {value!r}: use true or false")
+        return value
+
+    def number(self, key: str) -> int | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self.error(self.dotted(key), f"= {value!r}: use a whole number >= 1")
+        return value
+
+    def choice(self, key: str, allowed: tuple[str, ...], default: str | None) -> str | None:
+        value = self.text(key, default)
+        if value is not None and value not in allowed:
+            raise self.error(self.dotted(key), f"= {value!r}: use {', '.join(allowed)}")
+        return value
 
     def port(self, key: str) -> int | None:
         value = self.data.get(key)
@@ -227,25 +351,37 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
     if "sink" not in data:
         raise top.error("sink", "is required (a [sink] table with options)")
 
-    decode = source.text("decode", "raw") or "raw"
-    if decode not in ("raw", "string", "json"):
-        raise source.error("source.decode", f"= {decode!r}: use raw, string or json")
+    decode = source.choice("decode", DECODES, "raw") or "raw"
     schema = source.text("schema")
     if decode == "json" and not schema:
         raise source.error("source.schema", "is required with decode = json (a Spark DDL schema)")
+    if schema and decode != "json":
+        raise source.error("source.schema", f"applies to decode = json only (decode = {decode} needs none)")
 
-    on_malformed = source.text("on_malformed", "flag") or "flag"
-    if on_malformed not in ("flag", "skip", "fail", "dead_letter"):
-        raise source.error("source.on_malformed", f"= {on_malformed!r}: use flag, skip, fail or dead_letter")
-    if on_malformed != "flag" and decode != "json":
+    on_malformed = source.choice("on_malformed", ("flag", "skip", "fail", "dead_letter"), "flag") or "flag"
+    key_decode = source.choice("key_decode", ("string", "raw", *FORMATS), "string") or "string"
+    if on_malformed != "flag" and decode not in FALLIBLE and key_decode not in FORMATS:
         raise source.error(
-            "source.on_malformed", "applies to decode = json only (other decodings never fail)"
+            "source.on_malformed",
+            f"applies to decode = {', '.join(FALLIBLE)} only (other decodings never fail)",
         )
     dead_letter_topic = source.text("dead_letter_topic")
     if (on_malformed == "dead_letter") != bool(dead_letter_topic):
         raise source.error(
             "source.dead_letter_topic", "is required with on_malformed = dead_letter, and only then"
         )
+    registry = None
+    if "schema_registry" in data:
+        table = data["schema_registry"]
+        if not isinstance(table, dict):
+            raise top.error("schema_registry", "must be a table ([schema_registry] with url = ...)")
+        expanded = {
+            k: _expand(v, top, f"schema_registry.{k}") if isinstance(v, str) else v for k, v in table.items()
+        }
+        try:
+            registry = parse_registry(expanded)
+        except ConfigError as e:
+            raise ConfigError(f"{file}: {e}") from None
 
     watermark = None
     if "watermark" in source.data:
@@ -282,6 +418,35 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
 
     if not any(k.lower() == "topic" for k in sink_options):
         raise sink.error("sink.options.topic", "is required (the pipeline writes key and value columns only)")
+    encode = sink.choice("encode", FORMATS, None)
+    key_encode = sink.choice("key_encode", FORMATS, None)
+    encoding = SinkEncoding(
+        strategy=sink.choice("subject_name_strategy", STRATEGIES, "topic") or "topic",  # type: ignore[arg-type]
+        record_name=sink.text("record_name", "topLevelRecord") or "topLevelRecord",
+        record_namespace=sink.text("record_namespace", "") or "",
+        auto_register=sink.flag("auto_register", True),
+        use_latest_version=sink.flag("use_latest_version", False),
+    )
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", encoding.record_name):
+        raise sink.error(
+            "sink.record_name", f"= {encoding.record_name!r}: use a name of letters, digits and _"
+        )
+    if encoding.strategy != "topic" and "record_name" not in sink.data:
+        raise sink.error("sink.record_name", f"is required with subject_name_strategy = {encoding.strategy}")
+    value_schema = _schema_choice(source, "", decode, source_options)
+    key_schema = _schema_choice(source, "key_", key_decode, source_options)
+    uses_registry = [
+        name
+        for name, fmt in (
+            ("source.decode", decode),
+            ("source.key_decode", key_decode),
+            ("sink.encode", encode),
+            ("sink.key_encode", key_encode),
+        )
+        if fmt in FORMATS
+    ]
+    if uses_registry and registry is None:
+        raise top.error("schema_registry", f"is required by {uses_registry[0]} (a table with url = ...)")
     checkpoint = top.text("checkpoint", required=True) or ""
     if not Path(checkpoint).is_absolute():
         checkpoint = str(file.parent / checkpoint)
@@ -294,6 +459,13 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
         spark_config=spark.options("config"),
         decode=decode,  # type: ignore[arg-type]
         schema=schema,
+        registry=registry,
+        value_schema=value_schema,
+        key_decode=key_decode,  # type: ignore[arg-type]
+        key_schema=key_schema,
+        encode=encode,  # type: ignore[arg-type]
+        key_encode=key_encode,  # type: ignore[arg-type]
+        encoding=encoding,
         watermark=watermark,
         on_malformed=on_malformed,  # type: ignore[arg-type]
         dead_letter_topic=dead_letter_topic,
@@ -301,8 +473,39 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
         tables=tuple(tables),
         sql=transform.text("sql"),
         key=sink.text("key"),
-        value=sink.text("value", "value") or "value",
+        value=sink.text("value", "struct(*)" if encode else "value") or "value",
         sink_options=sink_options,
         metrics_port=metrics.port("port"),
         metrics_host=metrics.text("host", "127.0.0.1") or "127.0.0.1",
     )
+
+
+def _schema_choice(
+    source: _Fields, prefix: str, decode: str, options: Mapping[str, str]
+) -> SchemaChoice | None:
+    """The reader schema a registry-format key or value is decoded with; the subject defaults to
+    ``<topic>-value`` / ``<topic>-key`` (TopicNameStrategy) when the source reads one named topic."""
+    names = [f"{prefix}{k}" for k in _SCHEMA_CHOICE]
+    if decode not in FORMATS:
+        given = [n for n in names if n in source.data]
+        if given:
+            raise source.error(
+                f"source.{given[0]}", f"applies to registry formats only ({', '.join(FORMATS)})"
+            )
+        return None
+    subject = source.text(names[0])
+    version, schema_id = source.number(names[1]), source.number(names[2])
+    if schema_id is not None and (subject or version):
+        raise source.error(f"source.{names[2]}", f"pins the schema: it excludes {names[0]} and {names[1]}")
+    if subject is None and schema_id is None:
+        lowered = {k.lower(): v for k, v in options.items()}
+        topics = (lowered.get("subscribe") or "").split(",")
+        if "subscribe" not in lowered or len(topics) != 1 or not topics[0].strip():
+            raise source.error(
+                f"source.{names[0]}", "is required unless the source subscribes to exactly one topic"
+            )
+        subject = f"{topics[0].strip()}-{'key' if prefix else 'value'}"
+    message = source.text(names[3])
+    if message is not None and decode != "protobuf":
+        raise source.error(f"source.{names[3]}", "applies to protobuf only")
+    return SchemaChoice(subject, version, schema_id, message)

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sparkafka.clientconf import mask_secrets
-from sparkafka.errors import ConfigError
-from sparkafka.pipeline.config import PipelineConfig
+from sparkafka.errors import ConfigError, RegistryError
+from sparkafka.pipeline.config import FALLIBLE, PipelineConfig
 from sparkafka.pipeline.progress import (
     MALFORMED_METRIC,
     BatchLine,
@@ -26,6 +26,7 @@ from sparkafka.pipeline.progress import (
     render_summary,
 )
 from sparkafka.pipeline.session import describe_master
+from sparkafka.registry.client import FORMATS, subject_name
 
 __all__ = ["build_query", "describe_plan", "run_pipeline", "source_frame"]
 
@@ -54,33 +55,110 @@ def source_frame(spark: Any, cfg: PipelineConfig) -> Any:
         return raw.selectExpr(
             "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value", *KAFKA_COLUMNS[1:]
         )
+    raw = _decode_key(raw, cfg)
+    extra = ["headers AS _raw_headers"] if cfg.on_malformed == "dead_letter" else []
+    if cfg.decode in FORMATS:
+        return _registry_frame(raw, cfg, extra)
     schema = f"{cfg.schema}, _corrupt STRING"
     with _field(cfg, "source.schema"):
         parsed = raw.selectExpr(
             f"from_json(CAST(value AS STRING), '{_quote(schema)}', "
             "map('columnNameOfCorruptRecord', '_corrupt', 'mode', 'PERMISSIVE')) AS _data",
-            "CAST(key AS STRING) AS key",
+            "_key",
+            "_key_error",
             "key AS _raw_key",
             "value AS _raw_value",
             *KAFKA_COLUMNS[1:],
-            *(["headers AS _raw_headers"] if cfg.on_malformed == "dead_letter" else []),
+            *extra,
         )
     return parsed.selectExpr(
         "_data.*",
-        "_data._corrupt IS NOT NULL AS _malformed",
-        "key AS _key",
+        "_data._corrupt IS NOT NULL OR _key_error IS NOT NULL AS _malformed",
+        "coalesce(_key_error, CASE WHEN _data._corrupt IS NOT NULL THEN "
+        f"'{_quote(_json_reason(cfg))}' END) AS _decode_error",
+        "_key",
         "_topic",
         "_partition",
         "_offset",
         "_timestamp",
         "_raw_key",
         "_raw_value",
-        *(["_raw_headers"] if cfg.on_malformed == "dead_letter" else []),
+        *(["_raw_headers"] if extra else []),
     ).drop("_corrupt")
 
 
+def _json_reason(cfg: PipelineConfig) -> str:
+    return f"the value is not JSON of source.schema ({cfg.schema})"
+
+
+def _decode_key(raw: Any, cfg: PipelineConfig) -> Any:
+    """``raw`` with ``_key`` (the key as ``source.key_decode`` says) and ``_key_error`` (why not, or null)."""
+    from pyspark.sql import functions as sf
+
+    if cfg.key_decode not in FORMATS:
+        key = sf.col("key") if cfg.key_decode == "raw" else sf.col("key").cast("string")
+        return raw.withColumn("_key", key).withColumn("_key_error", sf.lit(None).cast("string"))
+    from sparkafka.registry.spark import decode_column
+
+    decoded = decode_column(sf.col("key"), _decode_spec(cfg, "key"), "column")
+    return (
+        raw.withColumn("_kdec", decoded)
+        .withColumn("_key", sf.col("_kdec.value"))
+        .withColumn("_key_error", sf.col("_kdec.error"))
+        .drop("_kdec")
+    )
+
+
+def _decode_spec(cfg: PipelineConfig, what: str) -> Any:
+    """The reader schema of the key or value, from the registry now (driver, plan time)."""
+    from sparkafka.registry.spark import decode_spec
+
+    fmt = cfg.key_decode if what == "key" else cfg.decode
+    choice = cfg.key_schema if what == "key" else cfg.value_schema
+    assert cfg.registry is not None  # load_pipeline requires it
+    assert choice is not None
+    field = f"source.{'key_' if what == 'key' else ''}subject"
+    with _field(cfg, field):
+        return decode_spec(
+            cfg.registry,
+            fmt,
+            choice.subject,
+            choice.version,
+            choice.schema_id,
+            what=what,
+            message=choice.message,
+        )
+
+
+def _registry_frame(raw: Any, cfg: PipelineConfig, extra: list[str]) -> Any:
+    """The source view of a registry-format value: the reader schema's fields as columns (a value of a
+    primitive schema as the column ``value``), ``_malformed`` and ``_decode_error`` for on_malformed."""
+    from pyspark.sql import functions as sf
+
+    from sparkafka.registry.spark import decode_column
+
+    spec = _decode_spec(cfg, "value")
+    framed = raw.withColumn("_dec", decode_column(sf.col("value"), spec, "column"))
+    is_struct = framed.schema["_dec"].dataType["value"].dataType.typeName() == "struct"
+    return framed.selectExpr(
+        "_dec.value.*" if is_struct else "_dec.value AS value",
+        "_dec.error IS NOT NULL OR _key_error IS NOT NULL AS _malformed",
+        "coalesce(_key_error, _dec.error) AS _decode_error",
+        "_key",
+        *KAFKA_COLUMNS[1:],
+        "key AS _raw_key",
+        "value AS _raw_value",
+        *extra,
+    )
+
+
 HEADERS_TYPE = "array<struct<key: string, value: binary>>"
-DEAD_LETTER_ERROR_CLASS = "UndecodableJson"
+DEAD_LETTER_ERROR_CLASSES = {
+    "json": "UndecodableJson",
+    "avro": "UndecodableAvro",
+    "protobuf": "UndecodableProtobuf",
+    "json_schema": "UndecodableJsonSchema",
+}
 
 
 def dead_letter_headers(cfg: PipelineConfig) -> str:
@@ -89,13 +167,12 @@ def dead_letter_headers(cfg: PipelineConfig) -> str:
     Names follow Kafka Connect's ``__connect.errors.*`` context headers, under ``sparkafka.error.``; values
     are UTF-8 text (partition and offset in decimal), so any consumer can read them.
     """
-    reason = f"the value is not JSON of source.schema ({cfg.schema})"
     context = {
         "sparkafka.error.topic": "_topic",
         "sparkafka.error.partition": "CAST(_partition AS STRING)",
         "sparkafka.error.offset": "CAST(_offset AS STRING)",
-        "sparkafka.error.class": f"'{DEAD_LETTER_ERROR_CLASS}'",
-        "sparkafka.error.message": f"'{_quote(reason)}'",
+        "sparkafka.error.class": f"'{DEAD_LETTER_ERROR_CLASSES.get(cfg.decode, 'UndecodableKey')}'",
+        "sparkafka.error.message": "_decode_error",
         "sparkafka.error.pipeline": f"'{_quote(cfg.name)}'",
     }
     added = ", ".join(
@@ -108,7 +185,7 @@ def _split_malformed(src: Any, cfg: PipelineConfig) -> tuple[Any, Any | None]:
     """(rows for the SQL, dead-letter rows or None) under ``source.on_malformed``; counts undecodable rows."""
     from pyspark.sql import functions as sf
 
-    if cfg.decode != "json" or cfg.on_malformed == "flag":
+    if cfg.on_malformed == "flag" or (cfg.decode not in FALLIBLE and cfg.key_decode not in FORMATS):
         return src, None
     count = sf.count(sf.when(sf.col("_malformed"), 1)).alias("n")
     if cfg.on_malformed == "dead_letter":
@@ -126,9 +203,9 @@ def _split_malformed(src: Any, cfg: PipelineConfig) -> tuple[Any, Any | None]:
         return counted.where("NOT _malformed"), None
     # fail: the batch fails before anything is committed, naming the record (raise_error runs per row).
     return counted.where(
-        "CASE WHEN _malformed THEN raise_error(concat('undecodable JSON value at ', _topic, '-', "
-        "_partition, ' offset ', _offset, ' (source.on_malformed = fail; use skip or dead_letter to go "
-        "on)')) ELSE true END"
+        "CASE WHEN _malformed THEN raise_error(concat('undecodable record at ', _topic, '-', "
+        "_partition, ' offset ', _offset, ': ', _decode_error, ' (source.on_malformed = fail; use skip or "
+        "dead_letter to go on)')) ELSE true END"
     ), None
 
 
@@ -173,6 +250,7 @@ def _output(spark: Any, cfg: PipelineConfig) -> Any:
     if cfg.key:
         with _field(cfg, "sink.key"):
             out = df.selectExpr(f"{cfg.key} AS key", f"{cfg.value} AS value")
+    out = _encode(out, cfg)
     if dead is None:
         return out
     # Dead letters go through the same sink, so into the same Kafka transactions as the batch's output.
@@ -185,6 +263,36 @@ def _output(spark: Any, cfg: PipelineConfig) -> Any:
         f"CAST(NULL AS {HEADERS_TYPE}) AS headers",
     )
     return good.unionByName(dead)
+
+
+def _encode(out: Any, cfg: PipelineConfig) -> Any:
+    """``out`` with its value (and key) encoded as ``sink.encode`` (``key_encode``) says; the schema is
+    derived from the SQL's type and registered, or looked up, now (driver, when the query is planned)."""
+    from sparkafka.registry.spark import encode_column, encode_spec
+
+    for column, fmt in (("value", cfg.encode), ("key", cfg.key_encode)):
+        if fmt is None:
+            continue
+        field = "sink.encode" if column == "value" else "sink.key_encode"
+        if column not in out.columns:
+            raise ConfigError(f"{cfg.path}: {field}: there is no {column} to encode (set sink.{column})")
+        assert cfg.registry is not None  # load_pipeline requires it
+        enc = cfg.encoding
+        subject = subject_name(enc.strategy, cfg.sink_topic, enc.full_name, column)
+        with _field(cfg, field):
+            spec = encode_spec(
+                cfg.registry,
+                fmt,
+                subject,
+                out.schema[column].dataType,
+                auto_register=enc.auto_register,
+                use_latest_version=enc.use_latest_version,
+                record_name=enc.record_name,
+                namespace=enc.record_namespace,
+                what=column,
+            )
+        out = out.withColumn(column, encode_column(column, spec))
+    return out
 
 
 def build_query(spark: Any, cfg: PipelineConfig) -> Any:
@@ -330,7 +438,7 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
                 _stop_between_batches(query)
         if query.exception() is not None:
             failure, code = f"query failed: {first_line(str(query.exception()))}", 1
-    except ConfigError as e:  # the plan is wrong (SQL, schema, columns): named by file and field
+    except (ConfigError, RegistryError) as e:  # the plan is wrong (SQL, schema, columns, registry)
         failure, code = str(e), 2
     finally:
         if query is not None and query.isActive:

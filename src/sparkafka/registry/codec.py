@@ -1,0 +1,295 @@
+"""Decoding and encoding whole Arrow arrays of Confluent-framed records; per-process schema caches.
+
+Runs in Spark's Python workers, one call per Arrow batch (``decode_array``, ``encode_array``), and is
+pure enough to unit-test without Spark. A ``DecodeSpec``/``EncodeSpec`` is built in the driver when the
+query is planned (it holds the reader schema, or the writer schema and its id) and pickled into the tasks;
+each worker process then fetches every writer schema id it meets once (``client.schema_by_id`` caches) and
+builds one decoder per id (``_decoders``).
+
+Faults of one record (no magic byte, a truncated or corrupt payload, an id the registry does not have, a
+value that does not fit the reader's type) come back as that record's error text, for ``on_malformed``;
+faults of the setup (the registry unreachable, a reader schema that cannot read a writer schema) raise.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from sparkafka.errors import RegistryError
+from sparkafka.registry import avro, jsonschema, protobuf
+from sparkafka.registry.client import (
+    Format,
+    RegisteredSchema,
+    RegistryConfig,
+    schema_by_id,
+    schema_by_version,
+)
+from sparkafka.registry.wire import (
+    FrameError,
+    frame,
+    read_message_indexes,
+    schema_id_of,
+    write_message_indexes,
+)
+
+__all__ = ["DecodeSpec", "EncodeSpec", "decode_array", "encode_array", "reader_type", "writer_type"]
+
+RESULT_FIELDS = ("value", "error")
+
+
+@dataclass(frozen=True)
+class DecodeSpec:
+    """What a task needs to decode: the registry, the format and the reader schema (by id and text)."""
+
+    registry: RegistryConfig
+    format: Format
+    reader: RegisteredSchema
+    what: str = "value"
+    """``value`` or ``key``: named in errors."""
+    message: str | None = None
+    """Protobuf: the reader message's name in the schema (default its first message)."""
+
+
+@dataclass(frozen=True)
+class EncodeSpec:
+    """What a task needs to encode: the writer schema, already registered (its id goes in every record)."""
+
+    registry: RegistryConfig
+    format: Format
+    writer: RegisteredSchema
+    what: str = "value"
+
+
+def _files(cfg: RegistryConfig, reg: RegisteredSchema, name: str = "") -> list[tuple[str, str]]:
+    """(import name, text) of ``reg`` and everything it references, dependencies first."""
+    out: list[tuple[str, str]] = []
+    for ref_name, subject, version in reg.references:
+        for item in _files(cfg, schema_by_version(cfg, subject, version, reg.format), ref_name):
+            if item not in out:
+                out.append(item)
+    out.append((name or f"schema-{reg.schema_id}.proto", reg.text))
+    return out
+
+
+def _avro_schema(cfg: RegistryConfig, reg: RegisteredSchema, for_decoding: bool = False) -> Any:
+    named: dict[str, Any] = {}
+    for _, text in _files(cfg, reg)[:-1]:
+        avro.parse(text, named, for_decoding)
+    return avro.parse(reg.text, named, for_decoding)
+
+
+def _proto_desc(cfg: RegistryConfig, reg: RegisteredSchema, indexes: list[int] | str | None) -> Any:
+    return protobuf.descriptor(_files(cfg, reg), indexes)
+
+
+@functools.lru_cache(maxsize=64)
+def _reader(spec: DecodeSpec) -> tuple[Any, pa.DataType]:
+    """(the parsed reader schema, the Arrow type values are built as), once per spec per process."""
+    cfg, reg = spec.registry, spec.reader
+    if spec.format == "avro":
+        return _avro_schema(cfg, reg, for_decoding=True), avro.arrow_type(_avro_schema(cfg, reg))
+    if spec.format == "protobuf":
+        desc = _proto_desc(cfg, reg, spec.message)
+        return desc, protobuf.arrow_type(desc)
+    schema = jsonschema.parse(reg.text)
+    return schema, jsonschema.arrow_type(schema)
+
+
+def reader_type(spec: DecodeSpec) -> pa.DataType:
+    """The Arrow type decoded values have (the reader schema's); computed in the driver at plan time."""
+    return avro.spark_ready(_reader(spec)[1])
+
+
+def writer_type(spec: EncodeSpec) -> pa.DataType:
+    """The Arrow type the writer schema describes (what ``use_latest_version`` writes must fit)."""
+    return reader_type(DecodeSpec(spec.registry, spec.format, spec.writer, spec.what))
+
+
+class _UnknownIdError(Exception):
+    pass
+
+
+@functools.lru_cache(maxsize=1024)
+def _decoder(spec: DecodeSpec, schema_id: int, indexes: tuple[int, ...]) -> Callable[[bytes, int], Any]:
+    """The decoder of records framed with ``schema_id`` (and message ``indexes``), resolved to the reader."""
+    cfg = spec.registry
+    reader, reader_arrow = _reader(spec)
+    try:
+        found = schema_by_id(cfg, schema_id, spec.format)
+    except RegistryError as e:
+        if e.code in (40403, 404):
+            raise _UnknownIdError(f"schema id {schema_id} is not in the registry at {cfg.where}") from None
+        raise
+    if found.format != spec.format:
+        raise _UnknownIdError(f"schema id {schema_id} is a {found.format} schema, not {spec.format}")
+    if spec.format == "avro":
+        writer = _avro_schema(cfg, found, for_decoding=True)
+        return avro.decoder(writer, None if schema_id == spec.reader.schema_id else reader)
+    if spec.format == "protobuf":
+        desc = _proto_desc(cfg, found, list(indexes))
+        decode = protobuf.decoder(desc)
+        if desc.full_name == reader.full_name and schema_id == spec.reader.schema_id:
+            return decode
+        project = _projector(reader_arrow)
+        return lambda data, start: project(decode(data, start))
+    return jsonschema.decoder(reader_arrow)
+
+
+def _projector(t: pa.DataType) -> Callable[[Any], Any]:
+    """Writer values (dicts by field name) in the shape of the reader's struct: missing fields null."""
+    if pa.types.is_struct(t):
+        fields = [(f.name, _projector(f.type)) for f in t]
+        return lambda v: None if v is None else {n: p(v.get(n)) for n, p in fields}
+    if pa.types.is_list(t):
+        item = _projector(t.value_type)
+        return lambda v: None if v is None else [item(x) for x in v]
+    return lambda v: v
+
+
+def decode_values(spec: DecodeSpec, values: list[bytes | None]) -> tuple[list[Any], list[str | None]]:
+    """(decoded values, error texts) of framed records; None stays None. See the module for what raises."""
+    out: list[Any] = []
+    errors: list[str | None] = []
+    last_id, last_decode = None, None
+    protobuf_format = spec.format == "protobuf"
+    for data in values:
+        if data is None:
+            out.append(None)
+            errors.append(None)
+            continue
+        try:
+            schema_id = schema_id_of(data)
+            start = 5
+            if protobuf_format:
+                indexes, start = read_message_indexes(data)
+                decode = _decoder(spec, schema_id, tuple(indexes))
+            elif schema_id == last_id and last_decode is not None:
+                decode = last_decode
+            else:
+                decode = last_decode = _decoder(spec, schema_id, ())
+                last_id = schema_id
+            out.append(decode(data, start))
+            errors.append(None)
+        except avro.IncompatibleSchemaError as e:
+            raise RegistryError(
+                f"the {spec.what} reader schema (id {spec.reader.schema_id}"
+                f"{_subject(spec.reader)}) cannot read records written with schema id {schema_id}: {e}. "
+                "Use a reader schema compatible with every writer (a new field needs a default)"
+            ) from None
+        except (FrameError, _UnknownIdError, jsonschema.MismatchError) as e:
+            out.append(None)
+            errors.append(f"{spec.format} {spec.what}: {e}")
+        except RegistryError:
+            raise
+        except Exception as e:  # whatever a corrupt payload makes fastavro, protobuf or json raise
+            out.append(None)
+            errors.append(
+                f"{spec.format} {spec.what}: undecodable with schema id {schema_id}: {type(e).__name__}: {e}"
+            )
+    return out, errors
+
+
+def _subject(reg: RegisteredSchema) -> str:
+    return f", subject {reg.subject} version {reg.version}" if reg.subject else ""
+
+
+def _to_arrow(values: list[Any], errors: list[str | None], t: pa.DataType) -> pa.Array:
+    """The values as an Arrow array of ``t``; a value Arrow refuses becomes null with an error."""
+    try:
+        return pa.array(values, type=t)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        pass
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        try:
+            pa.array([v], type=t)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
+            values[i] = None
+            errors[i] = f"does not fit the reader schema's type: {e}"
+    return pa.array(values, type=t)
+
+
+def decode_array(spec: DecodeSpec, data: pa.Array) -> pa.StructArray:
+    """A binary array of framed records as ``struct<value: T, error: string>`` (T the reader's type)."""
+    values, errors = decode_values(spec, data.to_pylist())
+    built = _reader(spec)[1]
+    decoded = _to_arrow(values, errors, built)
+    if built != reader_type(spec):
+        decoded = decoded.cast(reader_type(spec))
+    return pa.StructArray.from_arrays([decoded, pa.array(errors, pa.string())], names=list(RESULT_FIELDS))
+
+
+@functools.lru_cache(maxsize=64)
+def _encoder(spec: EncodeSpec) -> Callable[[Any], bytes]:
+    cfg, reg = spec.registry, spec.writer
+    if spec.format == "avro":
+        encode = avro.encoder(_avro_schema(cfg, reg))
+        return lambda v: frame(reg.schema_id, encode(v))
+    if spec.format == "protobuf":
+        desc = _proto_desc(cfg, reg, [0])
+        prefix = write_message_indexes([0])
+        encode = protobuf.encoder(desc)
+        return lambda v: frame(reg.schema_id, encode(v), prefix)
+    return lambda v: frame(reg.schema_id, jsonschema.encode(v))
+
+
+def encode_values(spec: EncodeSpec, values: list[Any]) -> list[bytes | None]:
+    """Framed records of Python values; a value the schema cannot take raises, naming the row's fault."""
+    encode = _encoder(spec)
+    out: list[bytes | None] = []
+    for v in values:
+        if v is None:
+            out.append(None)
+            continue
+        try:
+            out.append(encode(v))
+        except Exception as e:  # fastavro's and protobuf's errors for a value the schema does not allow
+            raise RegistryError(
+                f"cannot encode a {spec.what} with {spec.format} schema id {spec.writer.schema_id}"
+                f"{_subject(spec.writer)}: {type(e).__name__}: {e}"
+            ) from None
+    return out
+
+
+def _maps_as_dicts(t: pa.DataType) -> Callable[[Any], Any] | None:  # noqa: PLR0911 - per type
+    """Turns Arrow's maps (lists of pairs in ``to_pylist``) into dicts; None if ``t`` has no map."""
+    if pa.types.is_map(t):
+        values = _maps_as_dicts(t.item_type)
+        if values is None:
+            return lambda v: None if v is None else dict(v)
+        return lambda v: None if v is None else {k: values(x) for k, x in v}
+    if pa.types.is_struct(t):
+        inner = [(f.name, _maps_as_dicts(f.type)) for f in t]
+        convert = [(n, c) for n, c in inner if c is not None]
+        if not convert:
+            return None
+
+        def struct(v: Any) -> Any:
+            if v is None:
+                return None
+            for n, c in convert:
+                v[n] = c(v[n])
+            return v
+
+        return struct
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        item = _maps_as_dicts(t.value_type)
+        if item is None:
+            return None
+        return lambda v: None if v is None else [item(x) for x in v]
+    return None
+
+
+def encode_array(spec: EncodeSpec, data: pa.Array) -> pa.Array:
+    """An array of values (structs, or the schema's primitive) as a binary array of framed records."""
+    values = data.to_pylist()
+    convert = _maps_as_dicts(data.type)
+    if convert is not None:
+        values = [convert(v) for v in values]
+    return pa.array(encode_values(spec, values), pa.binary())
