@@ -318,3 +318,21 @@ def test_the_test_registry_checks_avro_compatibility_by_resolution(
 ) -> None:
     found = avro_can_read(reader, writer)
     assert (found is None) if why is None else (found is not None and why in found)
+
+
+def test_use_latest_version_writes_with_the_registered_schema_and_its_id(
+    registry: TestSchemaRegistry,
+) -> None:
+    cfg = parse_registry({"url": registry.url})
+    subject = subject_name("record", None, "shop.Order")
+    latest = register_or_lookup(cfg, "avro", subject, json.dumps(V2), True).schema_id
+    spec = encode_spec(cfg, "avro", subject, use_latest_version=True)
+    assert spec.writer.schema_id == latest
+    framed = encode_array(spec, pa.array([{"id": "a", "amount": 1.0, "currency": "CHF"}]))
+    assert schema_id_of(framed[0].as_py()) == latest
+    back = decode_array(decode_spec(cfg, "avro", subject), framed).field("value").to_pylist()
+    assert back == [{"id": "a", "amount": 1.0, "currency": "CHF"}]
+    with pytest.raises(RegistryError, match="cannot encode a value with avro schema id"):
+        encode_array(spec, pa.array([{"id": "a"}]))  # amount has no default in the schema
+    with pytest.raises(ConfigError, match="needs schema="):
+        encode_spec(cfg, "avro", subject)
