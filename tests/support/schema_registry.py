@@ -91,6 +91,10 @@ def avro_can_read(reader: Any, writer: Any) -> str | None:
         if r.get("type") != w.get("type"):
             return f"{path}: the writer's {w.get('type')} cannot be read as {r.get('type')}"
         t = r["type"]
+        if t in ("record", "error", "enum", "fixed"):
+            names = {r["name"].split(".")[-1], *(a.split(".")[-1] for a in r.get("aliases", []))}
+            if w["name"].split(".")[-1] not in names:
+                return f"{path}: the writer's {t} {w['name']} is not the reader's {r['name']} (nor an alias)"
         if t in ("record", "error"):
             writer_fields = {f["name"]: f for f in w["fields"]}
             for f in r["fields"]:
@@ -174,6 +178,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(200, self._route(method, parts, dict(re.findall(r"([^&=]+)=([^&]*)", query))))
         except _Error as e:
             self._reply(e.status, {"error_code": e.code, "message": e.message})
+        except (
+            KeyError,
+            ValueError,
+            TypeError,
+            IndexError,
+        ) as e:  # a malformed request, as the registry says
+            self._reply(422, {"error_code": 422, "message": f"Unprocessable request: {e}"})
 
     def do_GET(self) -> None:
         self._handle("GET")

@@ -254,3 +254,19 @@ def test_registry_settings_are_checked_naming_the_field(tmp_path: Path, kwargs: 
 def test_on_malformed_applies_to_registry_formats(tmp_path: Path) -> None:
     path = registry_pipeline(tmp_path, 'on_malformed = "dead_letter"\ndead_letter_topic = "dlq"')
     assert load_pipeline(path).on_malformed == "dead_letter"
+
+
+def test_keys_decode_only_with_decoding_values_and_encode_only_under_topic_subjects(tmp_path: Path) -> None:
+    raw = (
+        registry_pipeline(tmp_path, 'key_decode = "avro"')
+        .read_text()
+        .replace('decode = "avro"\n', 'decode = "raw"\n', 1)
+    )
+    with pytest.raises(ConfigError, match=r"source\.key_decode applies with decode = json"):
+        load_pipeline(write(tmp_path, raw))
+    record = registry_pipeline(
+        tmp_path,
+        sink='encode = "avro"\nkey_encode = "avro"\nsubject_name_strategy = "record"\nrecord_name = "R"',
+    )
+    with pytest.raises(ConfigError, match=r"sink\.key_encode works with subject_name_strategy = topic only"):
+        load_pipeline(record)

@@ -360,7 +360,12 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
 
     on_malformed = source.choice("on_malformed", ("flag", "skip", "fail", "dead_letter"), "flag") or "flag"
     key_decode = source.choice("key_decode", ("string", "raw", *FORMATS), "string") or "string"
-    if on_malformed != "flag" and decode not in FALLIBLE and key_decode not in FORMATS:
+    if "key_decode" in source.data and decode not in FALLIBLE:
+        raise source.error(
+            "source.key_decode",
+            f"applies with decode = {', '.join(FALLIBLE)} (with {decode} the key is as read)",
+        )
+    if on_malformed != "flag" and decode not in FALLIBLE:
         raise source.error(
             "source.on_malformed",
             f"applies to decode = {', '.join(FALLIBLE)} only (other decodings never fail)",
@@ -433,6 +438,12 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
         )
     if encoding.strategy != "topic" and "record_name" not in sink.data:
         raise sink.error("sink.record_name", f"is required with subject_name_strategy = {encoding.strategy}")
+    if encoding.strategy != "topic" and key_encode:
+        raise sink.error(
+            "sink.key_encode",
+            f"works with subject_name_strategy = topic only ({encoding.strategy} would register the key's "
+            "and the value's schemas under one subject, record_name)",
+        )
     value_schema = _schema_choice(source, "", decode, source_options)
     key_schema = _schema_choice(source, "key_", key_decode, source_options)
     uses_registry = [

@@ -232,7 +232,7 @@ def _quote(text: str | None) -> str:
     return (text or "").replace("\\", "\\\\").replace("'", "\\'")
 
 
-def _output(spark: Any, cfg: PipelineConfig) -> Any:
+def _output(spark: Any, cfg: PipelineConfig, dry_run: bool = False) -> Any:
     src, dead = _split_malformed(source_frame(spark, cfg), cfg)
     if cfg.watermark:
         src = src.withWatermark(*cfg.watermark)
@@ -250,7 +250,7 @@ def _output(spark: Any, cfg: PipelineConfig) -> Any:
     if cfg.key:
         with _field(cfg, "sink.key"):
             out = df.selectExpr(f"{cfg.key} AS key", f"{cfg.value} AS value")
-    out = _encode(out, cfg)
+    out = _encode(out, cfg, dry_run)
     if dead is None:
         return out
     # Dead letters go through the same sink, so into the same Kafka transactions as the batch's output.
@@ -265,9 +265,10 @@ def _output(spark: Any, cfg: PipelineConfig) -> Any:
     return good.unionByName(dead)
 
 
-def _encode(out: Any, cfg: PipelineConfig) -> Any:
+def _encode(out: Any, cfg: PipelineConfig, dry_run: bool = False) -> Any:
     """``out`` with its value (and key) encoded as ``sink.encode`` (``key_encode``) says; the schema is
-    derived from the SQL's type and registered, or looked up, now (driver, when the query is planned)."""
+    derived from the SQL's type and registered, or looked up, now (driver, when the query is planned).
+    ``dry_run`` (``--dry-run``) registers nothing."""
     from sparkafka.registry.spark import encode_column, encode_spec
 
     for column, fmt in (("value", cfg.encode), ("key", cfg.key_encode)):
@@ -290,6 +291,7 @@ def _encode(out: Any, cfg: PipelineConfig) -> Any:
                 record_name=enc.record_name,
                 namespace=enc.record_namespace,
                 what=column,
+                dry_run=dry_run,
             )
         out = out.withColumn(column, encode_column(column, spec))
     return out
@@ -316,7 +318,7 @@ def describe_plan(spark: Any, cfg: PipelineConfig) -> str:
         f"view source: {source_frame(spark, cfg).schema.simpleString()}",
     ]
     lines += [f"table {t.name}: {t.format} {t.path}" for t in cfg.tables]
-    lines.append(f"output: {_output(spark, cfg).schema.simpleString()}")
+    lines.append(f"output: {_output(spark, cfg, dry_run=True).schema.simpleString()}")
     lines.append(f"sink: {mask_secrets(cfg.sink_options)}")
     return "\n".join(lines)
 

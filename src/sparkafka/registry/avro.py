@@ -78,10 +78,11 @@ _PRIMITIVES = {
 }
 
 
-def arrow_type(schema: Any) -> pa.DataType:
+def arrow_type(schema: Any, named: dict[str, Any] | None = None) -> pa.DataType:
     """The Arrow type of a parsed Avro schema (parsed with its logical types): records are structs, unions
-    with null nullable, timestamp-millis millisecond timestamps (``spark_ready`` makes them microseconds)."""
-    return _arrow(schema, {}, "")
+    with null nullable, timestamp-millis millisecond timestamps (``spark_ready`` makes them microseconds).
+    ``named``: the named types of the schemas it references (``parse``'s ``named``)."""
+    return _arrow(schema, dict(named or {}), "")
 
 
 def _arrow(schema: Any, named: dict[str, Any], path: str) -> pa.DataType:  # noqa: PLR0911 - a return per type
@@ -139,6 +140,42 @@ def _arrow(schema: Any, named: dict[str, Any], path: str) -> pa.DataType:  # noq
 
 class IncompatibleSchemaError(Exception):
     """The reader schema cannot read a writer schema (Avro resolution failed); not a per-record fault."""
+
+
+_UNITS = {"timestamp-millis", "timestamp-micros"}
+
+
+def unit_mismatch(
+    writer: Any, reader: Any, w_named: dict[str, Any], r_named: dict[str, Any], path: str = ""
+) -> str | None:
+    """The first field where the writer has timestamp-millis and the reader timestamp-micros (or the other
+    way), or None. Avro's resolution allows it (both are longs); the values would be off by 1000x."""
+
+    def resolve(s: Any, named: dict[str, Any]) -> Any:
+        if isinstance(s, str) and s in named:
+            return named[s]
+        if isinstance(s, list):
+            branches = [b for b in s if b != "null"]
+            return resolve(branches[0], named) if len(branches) == 1 else None
+        return s
+
+    w, r = resolve(writer, w_named), resolve(reader, r_named)
+    if not isinstance(w, dict) or not isinstance(r, dict) or path.count(".") > 64:
+        return None
+    kind = r.get("type")
+    if kind == "record" and w.get("type") == "record":
+        fields = {f["name"]: f["type"] for f in w["fields"]}
+        for f in r["fields"]:
+            if f["name"] in fields:
+                found = unit_mismatch(fields[f["name"]], f["type"], w_named, r_named, f"{path}.{f['name']}")
+                if found:
+                    return found
+        return None
+    if kind in ("array", "map") and w.get("type") == kind:
+        key = "items" if kind == "array" else "values"
+        return unit_mismatch(w[key], r[key], w_named, r_named, f"{path}[]")
+    units = {w.get("logicalType"), r.get("logicalType")}
+    return (path.lstrip(".") or "the value") if units == _UNITS else None
 
 
 def decoder(writer: Any, reader: Any | None) -> Callable[[bytes, int], Any]:

@@ -88,8 +88,9 @@ def parse_registry(options: Mapping[str, Any], where: str = "schema_registry") -
         raise ConfigError(f"{where}.{unknown[0]} is not a known setting; allowed: {', '.join(sorted(_KEYS))}")
     url = options.get("url")
     if not isinstance(url, str) or not re.match(r"https?://", url):
+        shown = re.sub(r"//[^/@]*@", f"//{_MASK}@", url) if isinstance(url, str) else url
         raise ConfigError(
-            f"{where}.url = {url!r}: use the registry's base URL, http://host:port or https://..."
+            f"{where}.url = {shown!r}: use the registry's base URL, http://host:port or https://..."
         )
     info = options.get("basic_auth_user_info")
     if info is not None and (not isinstance(info, str) or ":" not in info):
@@ -134,8 +135,15 @@ def _call(cfg: RegistryConfig, what: str, fn: Any, *args: Any, **kwargs: Any) ->
     """``fn(*args)`` on the process's client; its failures as a RegistryError naming ``what``."""
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-    with _lock:
-        client = _client(cfg)
+    try:
+        with _lock:
+            client = _client(cfg)
+    except (ValueError, OSError, TypeError) as e:  # bad TLS files or password, user info twice, a bad URL
+        message = str(e).replace(cfg.url, cfg.where)
+        for secret in (cfg.basic_auth_user_info, cfg.ssl_key_password):
+            if secret:
+                message = message.replace(secret, _MASK)
+        raise RegistryError(f"schema registry {cfg.where}: cannot set up the client: {message}") from None
     try:
         return getattr(client, fn)(*args, **kwargs)
     except SchemaRegistryError as e:
@@ -219,9 +227,10 @@ def latest_or_pinned(
     elif version is not None:
         found = schema_by_version(cfg, subject, version, fmt)
     else:
-        raw = _call(
-            cfg, f"the latest version of subject {subject!r}", "get_latest_version", subject, fmt=_fmt(fmt)
-        )
+        # get_version(latest) asks the registry every time; get_latest_version would answer from a cache
+        # that never expires in this process (a restarted query must see a newer version).
+        what = f"the latest version of subject {subject!r}"
+        raw = _call(cfg, what, "get_version", subject, "latest", fmt=_fmt(fmt))
         found = _registered(raw)
     if found.format != fmt:
         what = f"schema id {schema_id}" if schema_id is not None else f"subject {subject!r}"

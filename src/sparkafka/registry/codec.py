@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from sparkafka.errors import RegistryError
+from sparkafka.errors import ConfigError, RegistryError
 from sparkafka.registry import avro, jsonschema, protobuf
 from sparkafka.registry.client import (
     Format,
@@ -76,11 +76,14 @@ def _files(cfg: RegistryConfig, reg: RegisteredSchema, name: str = "") -> list[t
     return out
 
 
-def _avro_schema(cfg: RegistryConfig, reg: RegisteredSchema, for_decoding: bool = False) -> Any:
+def _avro_schema(
+    cfg: RegistryConfig, reg: RegisteredSchema, for_decoding: bool = False
+) -> tuple[Any, dict[str, Any]]:
+    """(the parsed schema, the named types it and the schemas it references declare)."""
     named: dict[str, Any] = {}
     for _, text in _files(cfg, reg)[:-1]:
         avro.parse(text, named, for_decoding)
-    return avro.parse(reg.text, named, for_decoding)
+    return avro.parse(reg.text, named, for_decoding), named
 
 
 def _proto_desc(cfg: RegistryConfig, reg: RegisteredSchema, indexes: list[int] | str | None) -> Any:
@@ -92,7 +95,7 @@ def _reader(spec: DecodeSpec) -> tuple[Any, pa.DataType]:
     """(the parsed reader schema, the Arrow type values are built as), once per spec per process."""
     cfg, reg = spec.registry, spec.reader
     if spec.format == "avro":
-        return _avro_schema(cfg, reg, for_decoding=True), avro.arrow_type(_avro_schema(cfg, reg))
+        return _avro_schema(cfg, reg, for_decoding=True)[0], avro.arrow_type(*_avro_schema(cfg, reg))
     if spec.format == "protobuf":
         desc = _proto_desc(cfg, reg, spec.message)
         return desc, protobuf.arrow_type(desc)
@@ -114,41 +117,67 @@ class _UnknownIdError(Exception):
     pass
 
 
+_missing: dict[tuple[RegistryConfig, int], str] = {}
+"""Writer ids the registry said it does not have, per process: one request per id, not per record."""
+
+
 @functools.lru_cache(maxsize=1024)
 def _decoder(spec: DecodeSpec, schema_id: int, indexes: tuple[int, ...]) -> Callable[[bytes, int], Any]:
     """The decoder of records framed with ``schema_id`` (and message ``indexes``), resolved to the reader."""
     cfg = spec.registry
     reader, reader_arrow = _reader(spec)
+    if (cfg, schema_id) in _missing:
+        raise _UnknownIdError(_missing[cfg, schema_id])
     try:
         found = schema_by_id(cfg, schema_id, spec.format)
     except RegistryError as e:
         if e.code in (40403, 404):
-            raise _UnknownIdError(f"schema id {schema_id} is not in the registry at {cfg.where}") from None
+            _missing[cfg, schema_id] = f"schema id {schema_id} is not in the registry at {cfg.where}"
+            raise _UnknownIdError(_missing[cfg, schema_id]) from None
         raise
     if found.format != spec.format:
         raise _UnknownIdError(f"schema id {schema_id} is a {found.format} schema, not {spec.format}")
+    try:
+        return _writer_decoder(spec, found, indexes, reader, reader_arrow)
+    except ConfigError as e:  # a writer schema we cannot use: the setup's fault, never one record's
+        raise RegistryError(
+            f"the {spec.what} writer schema id {schema_id} in the registry at {cfg.where} cannot be used: {e}"
+        ) from None
+
+
+def _writer_decoder(
+    spec: DecodeSpec,
+    found: RegisteredSchema,
+    indexes: tuple[int, ...],
+    reader: Any,
+    reader_arrow: pa.DataType,
+) -> Callable[[bytes, int], Any]:
+    cfg, schema_id = spec.registry, found.schema_id
     if spec.format == "avro":
-        writer = _avro_schema(cfg, found, for_decoding=True)
-        return avro.decoder(writer, None if schema_id == spec.reader.schema_id else reader)
+        if schema_id == spec.reader.schema_id:
+            return avro.decoder(_avro_schema(cfg, found, for_decoding=True)[0], None)
+        (written, w_named), (read, r_named) = _avro_schema(cfg, found), _avro_schema(cfg, spec.reader)
+        field = avro.unit_mismatch(written, read, w_named, r_named)
+        if field:
+            raise RegistryError(
+                f"the {spec.what} reader schema (id {spec.reader.schema_id}) reads {field} as a timestamp "
+                f"in another unit (millis / micros) than writer schema id {schema_id}: the values would be "
+                "off by 1000x; use the writer's logical type in the reader"
+            )
+        return avro.decoder(_avro_schema(cfg, found, for_decoding=True)[0], reader)
     if spec.format == "protobuf":
-        desc = _proto_desc(cfg, found, list(indexes))
-        decode = protobuf.decoder(desc)
-        if desc.full_name == reader.full_name and schema_id == spec.reader.schema_id:
-            return decode
-        project = _projector(reader_arrow)
-        return lambda data, start: project(decode(data, start))
+        # Read with the reader's message, by field number, as Protobuf (and Confluent's deserializer) do:
+        # a renamed field keeps its values, a removed one is skipped, an added one is its default.
+        written = _proto_desc(cfg, found, list(indexes))
+        if written.full_name != reader.full_name:
+            raise _UnknownIdError(f"written as message {written.full_name}, read as {reader.full_name}")
+        return _reader_message_decoder(spec)
     return jsonschema.decoder(reader_arrow)
 
 
-def _projector(t: pa.DataType) -> Callable[[Any], Any]:
-    """Writer values (dicts by field name) in the shape of the reader's struct: missing fields null."""
-    if pa.types.is_struct(t):
-        fields = [(f.name, _projector(f.type)) for f in t]
-        return lambda v: None if v is None else {n: p(v.get(n)) for n, p in fields}
-    if pa.types.is_list(t):
-        item = _projector(t.value_type)
-        return lambda v: None if v is None else [item(x) for x in v]
-    return lambda v: v
+@functools.lru_cache(maxsize=64)
+def _reader_message_decoder(spec: DecodeSpec) -> Callable[[bytes, int], Any]:
+    return protobuf.decoder(_reader(spec)[0])
 
 
 def decode_values(spec: DecodeSpec, values: list[bytes | None]) -> tuple[list[Any], list[str | None]]:
@@ -184,7 +213,7 @@ def decode_values(spec: DecodeSpec, values: list[bytes | None]) -> tuple[list[An
         except (FrameError, _UnknownIdError, jsonschema.MismatchError) as e:
             out.append(None)
             errors.append(f"{spec.format} {spec.what}: {e}")
-        except RegistryError:
+        except (RegistryError, ConfigError):
             raise
         except Exception as e:  # whatever a corrupt payload makes fastavro, protobuf or json raise
             out.append(None)
@@ -229,7 +258,7 @@ def decode_array(spec: DecodeSpec, data: pa.Array) -> pa.StructArray:
 def _encoder(spec: EncodeSpec) -> Callable[[Any], bytes]:
     cfg, reg = spec.registry, spec.writer
     if spec.format == "avro":
-        encode = avro.encoder(_avro_schema(cfg, reg))
+        encode = avro.encoder(_avro_schema(cfg, reg)[0])
         return lambda v: frame(reg.schema_id, encode(v))
     if spec.format == "protobuf":
         desc = _proto_desc(cfg, reg, [0])

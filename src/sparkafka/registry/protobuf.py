@@ -4,10 +4,11 @@ The registry hands out Protobuf schemas as base64 ``FileDescriptorProto``s (``fo
 the files they import as references; ``descriptor`` builds a pool from them. Runs in Spark's Python workers
 (per record: ``decoder``/``encoder``) and in the driver (``arrow_type``, ``derive``).
 
-Mapping to Spark: messages are structs (fields by name; a reader struct takes the fields it names from any
-writer message, so added and removed fields resolve as in Protobuf), repeated fields arrays, map fields
-maps, enums their value's name, ``google.protobuf.Timestamp`` a timestamp; 64-bit unsigned integers are
-longs. Proto3 scalars have no null: an unset one reads as its default (0, "", false).
+Mapping to Spark: messages are structs, repeated fields arrays, map fields maps, enums their value's
+name, ``google.protobuf.Timestamp`` a timestamp, 64-bit unsigned integers longs with the same bits (as
+Java reads them). Records are parsed with the reader's message, by field number, as Protobuf does: added
+fields read as their default, removed ones are skipped, renamed ones keep their values. Proto3 scalars have
+no null: an unset one reads as its default (0, "", false).
 """
 
 from __future__ import annotations
@@ -213,6 +214,8 @@ def _list_converter(item: Callable[[Any], Any]) -> Callable[[Any], Any]:
 def _value_converter(field: Any) -> Callable[[Any], Any]:
     if field.message_type is not None:
         return _to_python(field.message_type)
+    if field.type in (field.TYPE_UINT64, field.TYPE_FIXED64):
+        return _signed64
     if field.enum_type is not None:
         names = {v.number: v.name for v in field.enum_type.values}
         return lambda v: names.get(v, str(v))
@@ -221,6 +224,12 @@ def _value_converter(field: Any) -> Callable[[Any], Any]:
 
 def _identity(v: Any) -> Any:
     return v
+
+
+def _signed64(v: int) -> int:
+    """A uint64 as Spark's long holds it: the same 64 bits, as Java's Protobuf reads it (above 2**63-1
+    negative)."""
+    return v - (1 << 64) if v >= 1 << 63 else v
 
 
 def decoder(desc: Any) -> Callable[[bytes, int], Any]:
@@ -298,6 +307,8 @@ def _scalar(field: Any, v: Any) -> Any:
         return float(v)
     if isinstance(v, dt.date) and not isinstance(v, dt.datetime):
         return (v - _EPOCH.date()).days
+    if field.type in (field.TYPE_UINT64, field.TYPE_FIXED64) and v < 0:
+        return v + (1 << 64)
     return v
 
 

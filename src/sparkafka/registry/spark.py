@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import pyarrow as pa  # at module level: PySpark resolves the Arrow UDFs' type hints in these globals
 
-from sparkafka.errors import ConfigError
+from sparkafka.errors import ConfigError, RegistryError
 from sparkafka.registry.client import (
     FORMATS,
     Format,
@@ -160,12 +160,14 @@ def encode_spec(
     record_name: str = "topLevelRecord",
     namespace: str = "",
     what: str = "value",
+    dry_run: bool = False,
 ) -> EncodeSpec:
     """The writer side, resolved now (driver): the schema and the id every record will carry.
 
-    ``use_latest_version``: write with the subject's latest schema (``schema`` only checks it). Otherwise
-    the schema is derived from ``schema`` (a Spark type or DDL) or taken as given (Avro / JSON Schema text),
-    then registered (``auto_register``) or looked up under ``subject``.
+    ``use_latest_version``: write with the subject's latest schema (``schema``, if given, must have only
+    columns that schema has). Otherwise the schema is derived from ``schema`` (a Spark type or DDL) or taken
+    as given (Avro / JSON Schema text), then registered (``auto_register``) or looked up under ``subject``.
+    ``dry_run`` registers nothing: a schema not registered yet gets the id -1 (for plans, never written).
     """
     from sparkafka.registry import avro, jsonschema, protobuf
 
@@ -173,7 +175,7 @@ def encode_spec(
     if use_latest_version:
         writer = latest_or_pinned(cfg, fmt_, subject)
         spec = EncodeSpec(cfg, fmt_, writer, what)
-        writer_type(spec)
+        _check_fits(_arrow_type(schema) if schema is not None else None, writer_type(spec), subject)
         return spec
     if schema is None:
         raise ConfigError("to_registry needs schema= (the column's Spark type) unless use_latest_version")
@@ -188,10 +190,29 @@ def encode_spec(
             text = protobuf.derive(t, record_name, namespace)
         else:
             text = jsonschema.derive(t, record_name)
-    registered: RegisteredSchema = register_or_lookup(cfg, fmt_, subject, text, auto_register)
+    try:
+        registered = register_or_lookup(cfg, fmt_, subject, text, auto_register and not dry_run)
+    except RegistryError as e:
+        if not (dry_run and auto_register and e.code in (40401, 40403)):
+            raise
+        registered = RegisteredSchema(-1, fmt_, text, subject=subject)
     spec = EncodeSpec(cfg, fmt_, registered, what)
     writer_type(spec)
     return spec
+
+
+def _check_fits(given: Any, writer: pa.DataType, subject: str) -> None:
+    """Columns the subject's latest schema lacks would be dropped silently: refuse them, naming them."""
+    if given is None or not pa.types.is_struct(given) or not pa.types.is_struct(writer):
+        return
+    known = {f.name for f in writer}
+    extra = [f.name for f in given if f.name not in known]
+    if extra:
+        raise ConfigError(
+            f"use_latest_version: the latest schema of subject {subject!r} has no field "
+            f"{', '.join(extra)} (it has {', '.join(sorted(known))}); rename or drop the column, or "
+            "register a schema with it"
+        )
 
 
 def to_registry(

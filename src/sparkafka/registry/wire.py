@@ -27,12 +27,12 @@ def schema_id_of(data: bytes) -> int:
         raise FrameError(
             f"no magic byte: the first byte is {data[0]}, not 0 (not in Confluent's wire format)"
         )
-    return int.from_bytes(data[1:HEADER], "big", signed=True)
+    return int.from_bytes(data[1:HEADER], "big")  # unsigned, as Confluent's serializers read it
 
 
 def frame(schema_id: int, payload: bytes, message_indexes: bytes = b"") -> bytes:
     """A record in the wire format; ``message_indexes`` from ``write_message_indexes`` for Protobuf."""
-    return b"\x00" + schema_id.to_bytes(4, "big", signed=True) + message_indexes + payload
+    return b"\x00" + schema_id.to_bytes(4, "big") + message_indexes + payload
 
 
 def _zigzag(value: int) -> int:

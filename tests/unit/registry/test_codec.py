@@ -336,3 +336,117 @@ def test_use_latest_version_writes_with_the_registered_schema_and_its_id(
         encode_array(spec, pa.array([{"id": "a"}]))  # amount has no default in the schema
     with pytest.raises(ConfigError, match="needs schema="):
         encode_spec(cfg, "avro", subject)
+
+
+def test_avro_references_to_other_subjects_resolve(registry: TestSchemaRegistry) -> None:
+    from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
+
+    address = {
+        "type": "record",
+        "name": "Address",
+        "namespace": "shop",
+        "fields": [{"name": "city", "type": "string"}],
+    }
+    customer = {
+        "type": "record",
+        "name": "Customer",
+        "namespace": "shop",
+        "fields": [{"name": "name", "type": "string"}, {"name": "home", "type": "shop.Address"}],
+    }
+    client = SchemaRegistryClient({"url": registry.url})
+    client.register_schema("address", Schema(json.dumps(address), "AVRO"))
+    ref = SchemaReference("shop.Address", "address", 1)
+    schema_id = client.register_schema("customer-value", Schema(json.dumps(customer), "AVRO", [ref]))
+    spec = decode_spec(registry.url, "avro", "customer-value")
+    import fastavro
+
+    named: dict = {}
+    fastavro.parse_schema(address, named_schemas=named)
+    payload = avro.encoder(fastavro.parse_schema(customer, named_schemas=named))(
+        {"name": "Ada", "home": {"city": "Oslo"}}
+    )
+    out = decode_array(spec, pa.array([frame(schema_id, payload)], pa.binary()))
+    assert out.to_pylist() == [{"value": {"name": "Ada", "home": {"city": "Oslo"}}, "error": None}]
+
+
+def test_a_timestamp_read_in_another_unit_fails_instead_of_scaling_by_1000(
+    registry: TestSchemaRegistry,
+) -> None:
+    cfg = parse_registry({"url": registry.url})
+
+    def schema(unit: str) -> dict:
+        return {
+            "type": "record",
+            "name": "E",
+            "fields": [{"name": "at", "type": {"type": "long", "logicalType": unit}}],
+        }
+
+    millis = register_or_lookup(
+        cfg, "avro", "tm-value", json.dumps(schema("timestamp-millis")), True
+    ).schema_id
+    micros = register_or_lookup(
+        cfg, "avro", "tu-value", json.dumps(schema("timestamp-micros")), True
+    ).schema_id
+    spec = decode_spec(cfg, "avro", schema_id=micros)
+    record = frame(millis, avro.encoder(avro.parse(json.dumps(schema("timestamp-millis"))))({"at": 1000}))
+    with pytest.raises(RegistryError, match="reads at as a timestamp in another unit"):
+        decode_array(spec, pa.array([record], pa.binary()))
+
+
+def _proto(fields: list[tuple[str, int, int]]) -> str:
+    import base64
+
+    from google.protobuf import descriptor_pb2
+
+    fd = descriptor_pb2.FileDescriptorProto(name="e.proto", package="ev", syntax="proto3")
+    message = fd.message_type.add(name="Event")
+    for name, number, kind in fields:
+        message.field.add(name=name, number=number, type=kind, label=1)
+    return base64.standard_b64encode(fd.SerializeToString()).decode()
+
+
+def test_protobuf_evolution_goes_by_field_number_and_uint64_keeps_its_bits(
+    registry: TestSchemaRegistry,
+) -> None:
+    cfg = parse_registry({"url": registry.url})
+    string, uint64 = 9, 4
+    v1 = register_or_lookup(
+        cfg, "protobuf", "ev-value", _proto([("id", 1, string), ("big", 2, uint64)]), True
+    )
+    v2 = register_or_lookup(
+        cfg, "protobuf", "ev-value", _proto([("key", 1, string), ("big", 2, uint64)]), True
+    )
+    desc = protobuf.descriptor([("e.proto", v1.text)], None)
+    payload = protobuf.encoder(desc)({"id": "a", "big": 2**64 - 1})
+    record = frame(v1.schema_id, payload, write_message_indexes([0]))
+    read_v2 = decode_array(decode_spec(cfg, "protobuf", "ev-value"), pa.array([record], pa.binary()))
+    assert read_v2.to_pylist() == [{"value": {"key": "a", "big": -1}, "error": None}]  # renamed: same number
+    assert v2.schema_id != v1.schema_id
+    back = encode_array(
+        encode_spec(cfg, "protobuf", "ev-value", use_latest_version=True), read_v2.field("value")
+    )
+    assert decode_array(decode_spec(cfg, "protobuf", "ev-value"), back).field("value").to_pylist() == [
+        {"key": "a", "big": -1}
+    ]
+
+
+def test_use_latest_version_refuses_columns_the_schema_lacks_and_dry_runs_register_nothing(
+    registry: TestSchemaRegistry,
+) -> None:
+    from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+
+    cfg = parse_registry({"url": registry.url})
+    register_or_lookup(cfg, "avro", "l-value", json.dumps(V1), True)
+    wider = StructType(
+        [
+            StructField("id", StringType()),
+            StructField("amount", DoubleType()),
+            StructField("vat", DoubleType()),
+        ]
+    )
+    with pytest.raises(ConfigError, match=r"subject 'l-value' has no field vat \(it has amount, id\)"):
+        encode_spec(cfg, "avro", "l-value", wider, use_latest_version=True)
+    planned = encode_spec(cfg, "avro", "new-value", wider, dry_run=True)
+    assert planned.writer.schema_id == -1
+    with pytest.raises(RegistryError, match="no such subject"):
+        decode_spec(cfg, "avro", "new-value")
