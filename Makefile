@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkafka-installed
 
-.PHONY: demo test lint unit integration bench-source bench-sink bench-latency setup check-java clean
+.PHONY: demo test check lint unit integration bench-source bench-sink bench-latency bench-avro setup check-java clean
 
 setup: $(STAMP) check-java
 
@@ -32,6 +32,11 @@ lint: $(STAMP)
 test: setup lint
 	$(PY) -m pytest tests
 
+# The inner loop: lint, unit tests, and the integration tests without the chaos and cluster suites.
+check: setup lint
+	$(PY) -m pytest tests/unit -q
+	$(PY) -m pytest tests/integration -m "not chaos and not cluster"
+
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit -q
 
@@ -46,6 +51,9 @@ bench-sink: setup
 
 bench-latency: setup
 	$(PY) bench/latency.py
+
+bench-avro: setup
+	$(PY) bench/avro_decode.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

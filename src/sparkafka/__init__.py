@@ -33,8 +33,10 @@ def source_metrics(group_id: str, metrics_file: str | None = None) -> SourceMetr
 
 
 def sink_metrics(transactional_id_prefix: str, query_id: str | None = None) -> dict[str, int]:
-    """Counters of the exactly-once sink with this prefix on this host: over all its queries and runs, or
-    only streaming query ``query_id``'s (a batch write's id is ``batch-<uuid>``).
+    """Counters of the exactly-once sink with this prefix on this host.
+
+    Totals over all its queries and runs, or only streaming query ``query_id``'s (a batch write's id is
+    ``batch-<uuid>``).
 
     ``batches`` committed, ``transactions`` committed, ``records`` in them, ``replays`` (replayed batches
     not written again), ``recovered`` (pending intents resolved by recovery), ``partial`` and ``abandoned``

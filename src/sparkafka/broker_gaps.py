@@ -117,7 +117,7 @@ def _probe(conf: Mapping[str, str], timeout_s: float, admin: Any) -> bool:
     try:
         for future in admin.create_topics([NewTopic(topic, 1)], request_timeout=timeout_s).values():
             future.result(timeout_s)
-    except Exception as e:  # no right to create topics: a managed, so conformant, cluster
+    except Exception as e:  # noqa: BLE001 - no right to create topics: a managed, so conformant, cluster
         log.info("cluster %s: not probing ListOffsets (%s); trusting it", cluster_id, e)
         return True
     try:
@@ -130,7 +130,7 @@ def _probe(conf: Mapping[str, str], timeout_s: float, admin: Any) -> bool:
             return True
         spec = {CTopicPartition(topic, 0): OffsetSpec.latest()}
         latest = next(iter(admin.list_offsets(spec, request_timeout=timeout_s).values())).result(timeout_s)
-    except Exception as e:  # the probe itself failed: keep the conformant path, say so
+    except Exception as e:  # noqa: BLE001 - the probe itself failed: keep the conformant path, say so
         log.warning("ListOffsets probe on cluster %s failed (%s); trusting ListOffsets", cluster_id, e)
         return True
     else:
@@ -148,13 +148,51 @@ def _probe(conf: Mapping[str, str], timeout_s: float, admin: Any) -> bool:
         for future in admin.delete_topics([topic], request_timeout=timeout_s).values():
             try:
                 future.result(timeout_s)
-            except Exception as e:  # a leftover probe topic is harmless (patterns skip _sparkafka-)
+            except Exception as e:  # noqa: BLE001 - a leftover probe topic is harmless (patterns skip _sparkafka-)
                 log.info("could not delete probe topic %s: %s", topic, e)
 
 
 def _plain(conf: Mapping[str, str]) -> dict[str, str]:
     drop = ("isolation.level", "group.id", "enable.auto.commit", "auto.offset.reset", "transactional.id")
     return {k: v for k, v in conf.items() if k not in drop}
+
+
+def _consume_to_ends(
+    consumer: Any,
+    conf: Mapping[str, str],
+    waiting: set[TopicPartition],
+    ends: dict[TopicPartition, int],
+    deadline: float,
+) -> bool:
+    """Consume until every ``waiting`` partition reported its end (``ends`` raised as records arrive).
+
+    Returns True if the fetch stalled and ``note_stalled_fetch`` raised the wait (the caller starts over).
+    """
+    from confluent_kafka import KafkaError
+
+    last_progress = time.monotonic()
+    while waiting:
+        now = time.monotonic()
+        if now >= deadline:
+            missing = ", ".join(map(str, sorted(waiting)))
+            raise broker_error(f"finding the end of {missing} by fetching", conf, "timed out")
+        if now - last_progress > STALL_S and note_stalled_fetch(conf):
+            return True
+        # Short waits: consume() returns only when the batch is full or the wait is over.
+        msgs = consumer.consume(10_000, min(deadline - now, 0.02))
+        if msgs:
+            last_progress = time.monotonic()
+        for msg in msgs:
+            tp = TopicPartition(msg.topic(), msg.partition())
+            error = msg.error()
+            if error is None:
+                ends[tp] = max(ends[tp], msg.offset() + 1)
+            elif error.code() == KafkaError._PARTITION_EOF:
+                ends[tp] = max(ends[tp], msg.offset())
+                waiting.discard(tp)
+            else:
+                raise broker_error(f"fetching {tp} to find its end", conf, error)
+    return False
 
 
 def fetched_end_offsets(
@@ -173,7 +211,6 @@ def fetched_end_offsets(
     Raises:
         BrokerError: the end of some partition was not reached within ``timeout_s``.
     """
-    from confluent_kafka import KafkaError
     from confluent_kafka import TopicPartition as CTopicPartition
 
     if not lower_bounds:
@@ -186,31 +223,8 @@ def fetched_end_offsets(
         consumer = _end_offsets_consumer(conf, read_committed)
         learn_topics(consumer, {tp.topic for tp in waiting}, max(deadline - time.monotonic(), 0.001))
         consumer.assign([CTopicPartition(tp.topic, tp.partition, ends[tp]) for tp in sorted(waiting)])
-        last_progress = time.monotonic()
-        stalled = False
         try:
-            while waiting:
-                now = time.monotonic()
-                if now >= deadline:
-                    missing = ", ".join(map(str, sorted(waiting)))
-                    raise broker_error(f"finding the end of {missing} by fetching", conf, "timed out")
-                if now - last_progress > STALL_S and note_stalled_fetch(conf):
-                    stalled = True
-                    break
-                # Short waits: consume() returns only when the batch is full or the wait is over.
-                msgs = consumer.consume(10_000, min(deadline - now, 0.02))
-                if msgs:
-                    last_progress = time.monotonic()
-                for msg in msgs:
-                    tp = TopicPartition(msg.topic(), msg.partition())
-                    error = msg.error()
-                    if error is None:
-                        ends[tp] = max(ends[tp], msg.offset() + 1)
-                    elif error.code() == KafkaError._PARTITION_EOF:
-                        ends[tp] = max(ends[tp], msg.offset())
-                        waiting.discard(tp)
-                    else:
-                        raise broker_error(f"fetching {tp} to find its end", conf, error)
+            stalled = _consume_to_ends(consumer, conf, waiting, ends, deadline)
             if not stalled:
                 for ctp in consumer.position([CTopicPartition(tp.topic, tp.partition) for tp in bounds]):
                     tp = TopicPartition(ctp.topic, ctp.partition)

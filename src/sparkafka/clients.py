@@ -224,6 +224,7 @@ def new_kafka_python_admin(conf: Mapping[str, str], timeout_s: float) -> Any:
 
 
 def admin_settings(conf: Mapping[str, str]) -> dict[str, str]:
+    """``conf`` without the consumer- and producer-only settings an AdminClient warns about."""
     return {k: v for k, v in conf.items() if k not in _ADMIN_DROP}
 
 
@@ -248,6 +249,7 @@ class AdminMetadata:
         timeout_s: bound on each lookup, retries included; an unreachable broker fails within it, naming
             the bootstrap servers.
         clock, sleep: injectable for tests of the retry policy.
+        admin: the AdminClient to use; default the process's cached one for ``conf`` (``admin_client``).
     """
 
     def __init__(
@@ -259,6 +261,7 @@ class AdminMetadata:
         sleep: Callable[[float], None] = time.sleep,
         admin: Any = None,
     ) -> None:
+        """Keep the settings and the client; nothing is asked of the broker yet."""
         self._conf = dict(conf)
         self._timeout_s = timeout_s
         self._clock = clock
@@ -312,7 +315,7 @@ class AdminMetadata:
                 try:
                     found[tp] = int(future.result(left).offset)
                     todo.pop(tp, None)
-                except Exception as e:  # per-partition KafkaException: classified by the retry policy
+                except Exception as e:  # noqa: BLE001 - per-partition KafkaException: classified by the retry policy
                     if _code(e) == UNKNOWN_TOPIC_OR_PARTITION:
                         unknown.add(tp)
                     failed.append(e)
@@ -334,6 +337,7 @@ class AdminMetadata:
         return self._retry(f"looking up {what} offsets", attempt)
 
     def earliest(self, tps: Iterable[TopicPartition]) -> Offsets:
+        """The first offset still in the log of each partition (ListOffsets earliest)."""
         from confluent_kafka.admin import OffsetSpec
 
         return self._list_offsets({tp: OffsetSpec.earliest() for tp in tps}, "earliest")
@@ -365,6 +369,10 @@ class AdminMetadata:
         return {**answer, **fetched}
 
     def for_timestamp(self, tps: Iterable[TopicPartition], timestamp_ms: int) -> Offsets:
+        """Per partition, the first offset whose record timestamp is at or after ``timestamp_ms``.
+
+        -1 where no record is that new (ListOffsets by timestamp); callers pick the fallback.
+        """
         from confluent_kafka.admin import OffsetSpec
 
         return self._list_offsets({tp: OffsetSpec.for_timestamp(timestamp_ms) for tp in tps}, "timestamp")

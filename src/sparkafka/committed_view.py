@@ -71,6 +71,7 @@ class RawBatch:
 
     @property
     def is_control(self) -> bool:
+        """Whether this is a transaction marker (commit or abort) rather than data."""
         return self.control_type is not None
 
 
@@ -146,6 +147,10 @@ def read_raw_batches(
 
     Args:
         conf: librdkafka-style settings; ``bootstrap.servers`` and any security settings are used.
+        topic: the topic to read.
+        partitions: the partitions to read; None for every partition of ``topic``.
+        timeout_s: bound on each broker request, and on asking again while a partition answers empty
+            below its high watermark.
     """
     from kafka.protocol.consumer import FetchRequest
 

@@ -38,6 +38,7 @@ class PartitionsGoneError(BrokerError):
     """A lookup found partitions whose topic the cluster's metadata no longer has (deleted)."""
 
     def __init__(self, partitions: set[Any], message: str) -> None:
+        """An error with ``message`` about the gone ``partitions``."""
         super().__init__(message)
         self.partitions = partitions
         """The ``TopicPartition``s that are gone."""
@@ -58,6 +59,7 @@ class RegistryError(SparkafkaError):
     """
 
     def __init__(self, message: str, code: int | None = None) -> None:
+        """An error with ``message`` and, when the registry gave one, its error ``code``."""
         super().__init__(message)
         self.code = code
         """The registry's error code (40401 no subject, 40402 no version, 40403 no id, 409 incompatible)."""

@@ -83,6 +83,8 @@ def read_checkpoint(directory: str | Path) -> CheckpointPosition:
 
 @dataclass(frozen=True)
 class ResetTarget:
+    """Where ``--to`` moves a group's committed offsets, as ``parse_target`` read it."""
+
     kind: TargetKind
     timestamp_ms: int | None = None
     offsets: Offsets = field(default_factory=dict)
@@ -151,6 +153,8 @@ def plan_reset(
 
 @dataclass(frozen=True)
 class PartitionPositions:
+    """One partition's offsets (next record to read) in the checkpoint and the group, and its log bounds."""
+
     tp: TopicPartition
     checkpoint: int | None
     group: int | None
@@ -252,6 +256,7 @@ def reset_group(
 
 
 def render_show(position: CheckpointPosition, rows: list[PartitionPositions], group: str | None) -> str:
+    """``show_positions``'s answer as a text table, headed by the checkpoint's last committed batch."""
     batch = "no batch committed yet" if position.batch is None else f"last committed batch {position.batch}"
     lines = [f"checkpoint: {batch}" + (f"; group {group}" if group else "")]
     lines.append(
@@ -266,6 +271,7 @@ def render_show(position: CheckpointPosition, rows: list[PartitionPositions], gr
 
 
 def render_reset(plan: ResetPlan) -> str:
+    """A reset plan as a text table, with a line saying whether it was applied or only a dry run."""
     lines = [f"{'topic':<30} {'partition':>9} {'current':>11} {'new':>11}"]
     for tp, now, new in plan.rows:
         lines.append(f"{tp.topic:<30} {tp.partition:>9} {'-' if now is None else now:>11} {new:>11}")

@@ -27,6 +27,7 @@ def default_metrics_path(kind: str, name: str) -> Path:
 
 
 def write_json_atomically(path: Path, data: Mapping[str, Any]) -> None:
+    """Write ``data`` as JSON to ``path`` through a temporary file and a rename: readers never see half."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, sort_keys=True))
@@ -34,6 +35,7 @@ def write_json_atomically(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None when the file does not exist or holds no object."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -47,8 +49,9 @@ def query_sink_path(query_id: str) -> Path:
 
 
 def add_counts(path: Path, increments: Mapping[str, int], query_id: str | None = None) -> None:
-    """Add ``increments`` to the counters in ``path`` (and to ``queries[query_id]`` in it); zeros are left
-    out. A file that cannot be read or written only warns: counters never fail a batch.
+    """Add ``increments`` to the counters in ``path`` (and to ``queries[query_id]`` in it).
+
+    Zeros are left out. A file that cannot be read or written only warns: counters never fail a batch.
 
     Read-modify-write: one writer per file at a time (the driver's commit runs one batch at a time).
     """

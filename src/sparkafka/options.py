@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from sparkafka.errors import ConfigError
 
@@ -19,6 +19,9 @@ KAFKA_PREFIX = "kafka."
 DEFAULT_METADATA_TIMEOUT_MS = 30_000
 """``metadataTimeoutMs`` of the source and the sink: the bound on each metadata or intent request."""
 
+L = TypeVar("L", bound=str)
+"""A ``Literal`` of allowed values: pass ``get_args(TheLiteral)`` typed ``tuple[TheLiteral, ...]``."""
+
 
 class OptionReader:
     """Typed, case-insensitive access to one option map; tracks which keys were used to reject the rest.
@@ -27,6 +30,8 @@ class OptionReader:
         options: the raw option map.
         known: the documented option names (camelCase); ``kafka.*`` keys are always accepted.
         what: how errors name the thing being configured, e.g. "sparkafka source".
+        instead: options sparkafka does not have (such as Spark's Kafka source's), each with the sentence
+            that names what to use instead.
     """
 
     def __init__(
@@ -36,6 +41,7 @@ class OptionReader:
         what: str,
         instead: Mapping[str, str] | None = None,
     ) -> None:
+        """Check the keys now: an ``instead`` key or an unknown one raises ConfigError naming it."""
         self._raw = {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
         spelled = {str(k).lower(): str(k) for k in options}  # as given (Spark lower-cases its keys)
         self._known = {k.lower(): k for k in known}
@@ -61,22 +67,25 @@ class OptionReader:
         return self._known.get(key.lower(), key)
 
     def has(self, key: str) -> bool:
+        """Whether ``key`` was given a value that is not blank."""
         return key.lower() in self._raw and self._raw[key.lower()].strip() != ""
 
     def get_str(self, key: str, default: str | None = None) -> str | None:
+        """The value of ``key``, stripped; ``default`` when it is missing or blank."""
         value = self._raw.get(key.lower())
         if value is None or value.strip() == "":
             return default
         return value.strip()
 
     def required(self, key: str) -> str:
+        """The value of ``key``, stripped; missing or blank raises ConfigError naming the option."""
         value = self.get_str(key)
         if value is None:
             raise ConfigError(f"option {self.name(key)} is required for the {self._what}")
         return value
 
-    def choice(self, key: str, allowed: Iterable[str], default: str) -> str:
-        allowed = list(allowed)
+    def choice(self, key: str, allowed: tuple[L, ...], default: L) -> L:
+        """One of ``allowed`` (case and ``-``/``_`` insensitive), typed as the Literal they come from."""
         value = (self.get_str(key) or default).lower().replace("-", "_")
         normalised = {a.lower().replace("-", "_"): a for a in allowed}
         if value not in normalised:
@@ -87,6 +96,7 @@ class OptionReader:
         return normalised[value]
 
     def get_int(self, key: str, default: int, minimum: int | None = None) -> int:
+        """The whole number ``key`` holds, at least ``minimum``; ``default`` (unchecked) when not given."""
         text = self.get_str(key)
         if text is None:
             return default
@@ -99,9 +109,11 @@ class OptionReader:
         return value
 
     def optional_int(self, key: str, minimum: int | None = None) -> int | None:
+        """The whole number ``key`` holds, at least ``minimum``; None when not given."""
         return self.get_int(key, 0, minimum) if self.has(key) else None
 
     def get_bool(self, key: str, default: bool) -> bool:
+        """``key`` as a boolean (true/false, 1/0, yes/no, any case); ``default`` when not given."""
         text = self.get_str(key)
         if text is None:
             return default
@@ -113,6 +125,7 @@ class OptionReader:
         raise ConfigError(f"option {self.name(key)}={text!r} must be true or false")
 
     def get_json(self, key: str) -> Any:
+        """The parsed JSON value of required option ``key``; invalid JSON raises ConfigError."""
         text = self.required(key)
         try:
             return json.loads(text)

@@ -82,7 +82,7 @@ def probe_create_partitions(conf: Mapping[str, str]) -> Capability:
         count = len(meta.topics[topic].partitions)
         ok = count == 2
         return Capability("create_partitions", ok, f"topic has {count} partitions after growing to 2")
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - a failed probe is the finding: any error means the capability is missing
         return Capability("create_partitions", False, f"CreatePartitions failed: {e}")
     finally:
         _delete_topic(conf, topic)
@@ -90,7 +90,6 @@ def probe_create_partitions(conf: Mapping[str, str]) -> Capability:
 
 def probe_list_offsets_latest(conf: Mapping[str, str]) -> Capability:
     """ListOffsets(latest) equals the log end after a multi-record batch (the source's batch end offsets)."""
-
     topic = _new_topic(conf)
     try:
         producer = new_producer({**conf, "linger.ms": 200, "batch.num.messages": 100})
@@ -162,7 +161,6 @@ def probe_read_committed(conf: Mapping[str, str]) -> Capability:
 
 def probe_api_versions(conf: Mapping[str, str]) -> Capability:
     """The broker answers ApiVersions and Metadata (every client needs this)."""
-
     client = new_kafka_python_client(conf)
     try:
         version = client.check_version(timeout_ms=10_000)
@@ -176,7 +174,6 @@ def probe_api_versions(conf: Mapping[str, str]) -> Capability:
 
 def probe_transactions(conf: Mapping[str, str]) -> Capability:
     """A transactional producer can init, produce and commit (the exactly-once sink's foundation)."""
-
     from sparkafka.committed_view import committed_view
 
     topic = _new_topic(conf)
@@ -196,7 +193,6 @@ def probe_transactions(conf: Mapping[str, str]) -> Capability:
 
 def probe_transaction_timeout(conf: Mapping[str, str], wait_s: float = 20.0) -> Capability:
     """The broker aborts a transaction left open past transaction.timeout.ms (bounds lingering data)."""
-
     from sparkafka.committed_view import read_raw_batches
 
     topic = _new_topic(conf)
@@ -244,7 +240,6 @@ def probe_group_commit_assign(conf: Mapping[str, str]) -> Capability:
 
 def probe_message_size_limit(conf: Mapping[str, str]) -> Capability:
     """The broker rejects a record over a topic's max.message.bytes with MESSAGE_TOO_LARGE."""
-
     name = _new_topic(conf, config={"max.message.bytes": "1024"})
     try:
         errors: list[Any] = []
@@ -289,7 +284,7 @@ def probe_broker(conf: Mapping[str, str], name: str) -> Capability:
     """Run one probe by name; an unexpected error counts as a missing capability, with the error."""
     try:
         return PROBES[name](conf)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - an unexpected error counts as a missing capability, reported with it
         return Capability(name, False, f"probe failed: {type(e).__name__}: {e}")
 
 

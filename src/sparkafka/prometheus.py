@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +104,7 @@ class Exporter:
         groups: Mapping[str, str] | None = None,
         malformed_action: str = "skip",
     ) -> None:
+        """Create the metrics in ``registry``; nothing is observed yet."""
         import sparkafka
 
         self.registry = registry or CollectorRegistry()
@@ -161,6 +162,11 @@ class Exporter:
         """A query starts: what its counters files hold now (earlier runs) is not this run's."""
         self._seen[query_id] = _Seen(dict(self._sink_counters(query_id)))
 
+    def observe_all(self, events: Iterable[Mapping[str, Any]]) -> None:
+        """``observe`` each event, oldest first."""
+        for progress in events:
+            self.observe(progress)
+
     def observe(self, progress: Mapping[str, Any]) -> None:
         """One progress event (Spark's ``StreamingQueryProgress`` as a dict); idle triggers count no batch."""
         query_id = str(progress.get("id", ""))
@@ -216,6 +222,7 @@ class MetricsServer:
     _listener: Any = None
 
     def close(self) -> None:
+        """Stop serving, close the socket and remove the listener ``serve`` added, if any."""
         self._server.shutdown()
         self._server.server_close()
         if self._spark is not None and self._listener is not None:

@@ -27,6 +27,7 @@ class TopicPartition(NamedTuple):
     """Partition number, from 0."""
 
     def __str__(self) -> str:
+        """``topic-partition``, as Kafka's tools write it."""
         return f"{self.topic}-{self.partition}"
 
 

@@ -27,12 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from sparkafka.committed_view import committed_view
 from sparkafka.local.broker import EmbeddedBroker, free_port
-from sparkafka.local.procs import kill_group, start_group, stop_group
+from sparkafka.local.procs import GroupProcess, start_group, stop_group
 from sparkafka.local.tansu_workarounds import SEAL_VALUE, fetched_end_offsets, seal_latest_offsets
 from sparkafka.structs import TopicPartition
-from tests.integration.source_helpers import checkpoint_batches, group_offsets
+from tests.support.kafka import Kafka
+from tests.support.queries import checkpoint_batches
+from tests.support.wait import wait_until
 
 PARTITIONS = 2
 # tansu on s3:// keeps every produced batch, offset commit and transaction step as S3 objects and reads
@@ -137,17 +138,21 @@ class DurableBroker:
             aws_secret_access_key="chaos",
             region_name="eu-west-2",
         )
-        deadline = time.monotonic() + 30
-        while True:
+        errors: list[Exception] = []
+
+        def bucket_created() -> bool:
             try:
                 s3.create_bucket(
                     Bucket="tansu", CreateBucketConfiguration={"LocationConstraint": "eu-west-2"}
                 )
-                break
-            except Exception:  # botocore's EndpointConnectionError until moto listens
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+            except Exception as e:  # noqa: BLE001 - botocore's EndpointConnectionError until moto listens
+                errors.append(e)
+                return False
+            return True
+
+        wait_until(
+            bucket_created, 30, "moto's S3 server to create the bucket", detail=lambda: repr(errors[-1:])
+        )
         self._launch()
         return self
 
@@ -202,7 +207,7 @@ class Feeder(threading.Thread):
                 self.halt.wait(0.1)
             if producer.flush(120) != 0:
                 self.error = RuntimeError("the feeder could not deliver everything in 120 s")
-        except BaseException as e:  # reported by the controller
+        except BaseException as e:  # noqa: BLE001 - any failure, reported by the controller
             self.error = e
 
 
@@ -211,7 +216,7 @@ class Driver:
 
     def __init__(self, work: Path, pipeline: Path, log_json: Path) -> None:
         self.work, self.pipeline, self.log_json = work, pipeline, log_json
-        self.proc = None
+        self.proc: GroupProcess | None = None
         self.runs = 0
         self.started = 0.0
         self.batches_at_start = 0
@@ -220,10 +225,9 @@ class Driver:
         return len(self.log_json.read_text().splitlines()) if self.log_json.exists() else 0
 
     def wait_for_batch_end(self, timeout_s: float) -> None:
-        """Return as soon as the running driver completes its next batch (or after ``timeout_s``)."""
-        seen, deadline = self.batches(), time.monotonic() + timeout_s
-        while self.batches() == seen and self.alive() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        """Return once the running driver completes its next batch (or exits, or after ``timeout_s``)."""
+        seen = self.batches()
+        self.running.wait_for(lambda: self.batches() != seen, timeout_s, interval_s=0.02)
 
     def start(self, *extra: str) -> None:
         self.runs += 1
@@ -243,64 +247,53 @@ class Driver:
         ]
         self.batches_at_start = self.batches()
         self.started = time.monotonic()
-        self.proc = start_group([*cmd, *extra], self.work / f"driver-{self.runs}.log", env)
+        self.proc = GroupProcess([*cmd, *extra], log_path=self.work / f"driver-{self.runs}.log", env=env)
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+    @property
+    def running(self) -> GroupProcess:
+        assert self.proc is not None, "the driver was never started"
+        return self.proc
 
     def wait_recovered(self, timeout_s: float) -> float:
         """Seconds from start to the first batch this run completed."""
-        deadline = self.started + timeout_s
-        while self.batches() <= self.batches_at_start:
-            if not self.alive():
-                raise RuntimeError(
-                    f"driver run {self.runs} exited with {self.proc.returncode}: {self.tail()}"
-                )
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"driver run {self.runs} completed no batch in {timeout_s} s: {self.tail()}"
-                )
-            time.sleep(0.1)
+        wait_until(
+            lambda: self.batches() > self.batches_at_start,
+            self.started + timeout_s - time.monotonic(),
+            f"a first batch from driver run {self.runs}",
+            process=self.running,
+            interval_s=0.1,
+        )
         return time.monotonic() - self.started
 
     def rides_out(self, timeout_s: float) -> bool:
         """After an outage: True once this run completes another batch, False if it exits first."""
-        seen, deadline = self.batches(), time.monotonic() + timeout_s
-        while self.batches() <= seen:
-            if not self.alive():
-                return False
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"driver run {self.runs} neither progressed nor exited: {self.tail()}")
-            time.sleep(0.1)
-        return True
+        seen = self.batches()
+        if self.running.wait_for(lambda: self.batches() > seen, timeout_s, interval_s=0.1):
+            return True
+        if self.running.alive():
+            tail = self.running.tail(30)
+            raise RuntimeError(f"driver run {self.runs} neither progressed nor exited: {tail}")
+        return False
 
     def interrupt(self, timeout_s: float) -> None:
         """Ctrl-C: SIGINT to the session's group; the runner stops after the running batch."""
         if self.proc is not None:
-            os.killpg(self.proc.pid, signal.SIGINT)
-            try:
-                self.proc.wait(timeout=timeout_s)
-            finally:
-                kill_group(self.proc)
+            with self.proc:
+                self.proc.interrupt(signal.SIGINT, timeout_s)
 
     def kill(self) -> None:
         if self.proc is not None:
-            kill_group(self.proc)
-
-    def tail(self, lines: int = 30) -> str:
-        path = self.work / f"driver-{self.runs}.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+            self.proc.kill()
 
 
-def ids_in(conf: dict[str, str], topic: str) -> Counter[bytes]:
+def ids_in(kafka: Kafka, topic: str) -> Counter[bytes]:
     """The committed view's values (seal records left out), counted."""
-    view = committed_view(conf, topic)
-    return Counter(r.value for rs in view.values() for r in rs if r.value != SEAL_VALUE)
+    return Counter(r.value for r in kafka.committed(topic) if r.value != SEAL_VALUE)
 
 
-def check_group_behind_checkpoint(conf: dict[str, str], group: str, src: str, checkpoint: Path) -> None:
+def check_group_behind_checkpoint(kafka: Kafka, group: str, src: str, checkpoint: Path) -> None:
     """The group's committed offsets never pass the end of the last batch in Spark's commit log."""
-    committed = group_offsets(conf, group, src, PARTITIONS)
+    committed = kafka.group_offsets(group, src, PARTITIONS)
     ends, commits = checkpoint_batches(str(checkpoint))
     done = ends[max(commits)] if commits else {}
     ahead = {tp: o for tp, o in committed.items() if o > done.get(tp, 0)}
@@ -327,13 +320,10 @@ def run_chaos(
     feeder: Feeder | None = None
     try:
         conf = {"bootstrap.servers": broker.bootstrap}
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        admin = AdminClient(conf)
+        kafka = Kafka(conf)
         tag = uuid.uuid4().hex[:6]
         src, dst = f"chaos-in-{tag}", f"chaos-out-{tag}"
-        for future in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in (src, dst)]).values():
-            future.result(30)
+        kafka.create_topics([src, dst], PARTITIONS)
         group, checkpoint = f"chaos-{tag}", work / "checkpoint"
         pipeline = work / "pipeline.toml"
         pipeline.write_text(
@@ -379,7 +369,7 @@ def run_chaos(
             else:
                 driver.kill()
                 report.driver_kills += 1
-            check_group_behind_checkpoint(conf, group, src, checkpoint)
+            check_group_behind_checkpoint(kafka, group, src, checkpoint)
             report.offset_checks += 1
             driver.start()
             report.driver_restarts += 1
@@ -402,22 +392,21 @@ def run_chaos(
         ends = fetched_end_offsets(conf, src)
         for _ in range(5):  # tansu on S3 can answer a stale "latest": a run may stop short, so go again
             driver.start("--available-now")
-            assert driver.proc is not None
-            code = driver.proc.wait(timeout=600)
+            code = driver.running.wait(timeout_s=600)
             if code != 0:
-                raise RuntimeError(f"the draining run failed ({code}): {driver.tail()}")
-            committed = group_offsets(conf, group, src, PARTITIONS)
+                raise RuntimeError(f"the draining run failed ({code}): {driver.running.tail(30)}")
+            committed = kafka.group_offsets(group, src, PARTITIONS)
             if all(committed.get(TopicPartition(src, p), 0) >= end for p, end in ends.items()):
                 break
         report.task_failures = len(list(work.glob("task-fault-*.marker")))
-        check_group_behind_checkpoint(conf, group, src, checkpoint)
-        fed, got = ids_in(conf, src), ids_in(conf, dst)
+        check_group_behind_checkpoint(kafka, group, src, checkpoint)
+        fed, got = ids_in(kafka, src), ids_in(kafka, dst)
         report.records_in = sum(fed.values())
         report.duplicates = sum(max(0, got[k] - fed[k]) for k in got)
         report.lost = sum(max(0, fed[k] - got[k]) for k in fed)
         wrong = [k.decode() for k in fed if got[k] != fed[k]] + [k.decode() for k in got if k not in fed]
         report.examples = wrong[:5]
-        committed = group_offsets(conf, group, src, PARTITIONS)
+        committed = kafka.group_offsets(group, src, PARTITIONS)
         if sum(committed.values()) != report.records_in + PARTITIONS:  # + one seal record per partition
             raise AssertionError(
                 f"group offsets {committed} do not cover the {report.records_in} records fed"

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -10,32 +9,24 @@ from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from sparkafka.local.procs import GroupProcess
 from sparkafka.local.tansu_workarounds import seal_latest_offsets
 
 SPARKAFKA = [sys.executable, "-m", "sparkafka.cli"]
 
 
 def test_broker_command_prints_address_and_stops_on_ctrl_c() -> None:
-    proc = subprocess.Popen([*SPARKAFKA, "broker"], stdout=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
+    with GroupProcess([*SPARKAFKA, "broker"], stdout=subprocess.PIPE) as proc:
+        first = proc.readline()
         assert first.startswith("bootstrap servers: 127.0.0.1:")
         address = first.split()[2]
         assert AdminClient({"bootstrap.servers": address}).list_topics(timeout=10).brokers
-        os.killpg(proc.pid, signal.SIGINT)
-        assert proc.wait(timeout=30) == 0
-        rest = proc.stdout.read()
+        rest = proc.interrupt(signal.SIGINT, timeout_s=30)
+        assert proc.returncode == 0
         assert "not Apache Kafka. Known gaps:" in rest  # the banner says what this broker is
         assert "ListOffsets(latest)" in rest
         assert f"sparkafka doctor --bootstrap-servers {address}" in rest
         assert "broker stopped" in rest
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 def test_demo_runs_end_to_end() -> None:

@@ -14,18 +14,17 @@ import json
 import subprocess
 import sys
 import sysconfig
-import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from sparkafka.committed_view import committed_view
 from sparkafka.local.cluster import StandaloneCluster, spark_home
-from sparkafka.local.procs import kill_group, start_group
-from tests.integration.source_helpers import group_offsets, produce
+from sparkafka.local.procs import GroupProcess
+from tests.support.kafka import Kafka
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -115,19 +114,18 @@ def _batches(log_json: Path) -> list[dict[str, object]]:
 
 
 def test_exactly_once_on_a_standalone_cluster_surviving_a_lost_worker(
-    kafka_conf: dict[str, str],
+    kafka: Kafka,
     bootstrap: str,
-    new_topic: Callable[..., str],
     tmp_path: Path,
     cluster: StandaloneCluster,
     wheel: Path,
     runtime_python: str,
 ) -> None:
-    src, dst = new_topic(partitions=4), new_topic(partitions=4)
+    src, dst = kafka.topic(partitions=4), kafka.topic(partitions=4)
     prefix = f"cl-{uuid.uuid4().hex[:6]}"
     group = f"g-{prefix}"
     ids = [f"id-{i:06d}" for i in range(RECORDS)]
-    produce(kafka_conf, src, ids, partitions=4)
+    kafka.produce(src, ids, partitions=4)
     pipeline = tmp_path / "pipeline.toml"
     pipeline.write_text(
         PIPELINE.format(
@@ -171,34 +169,30 @@ def test_exactly_once_on_a_standalone_cluster_surviving_a_lost_worker(
         "--log-json",
         str(log_json),
     ]
-    proc = start_group(submit, driver_log, {**cluster.env(), "COLUMNS": "160"}, cwd=tmp_path)
-    try:
-        deadline = time.monotonic() + 240
-        while not (marker.exists() and marker.read_text()):
-            assert proc.poll() is None, driver_log.read_text()[-4000:]
-            assert time.monotonic() < deadline, "no task paused in time:\n" + driver_log.read_text()[-4000:]
-            time.sleep(0.2)
+    with GroupProcess(
+        submit, log_path=driver_log, env={**cluster.env(), "COLUMNS": "160"}, cwd=tmp_path
+    ) as proc:
+        wait_until(
+            lambda: marker.exists() and bool(marker.read_text()), 240, "a sink task to pause", process=proc
+        )
         victim = cluster.worker_running(int(marker.read_text()))
         assert victim is not None, "the paused task runs in no worker of the cluster"
         before = cluster.executors_by_worker()
         assert all(n >= 1 for n in before.values()), f"executors per worker {before}: not spread out"
         batches_at_kill = len(_batches(log_json))
         cluster.kill_worker(victim)
-        code = proc.wait(timeout=300)
-    finally:
-        if proc.poll() is None:
-            kill_group(proc)
+        code = proc.wait(timeout_s=300)
     out = driver_log.read_text()
     assert code == 0, out[-4000:]
     assert len(_batches(log_json)) > batches_at_kill, "no batch completed after the worker was lost"
     # Spark 4.3's words for a task whose executor died under it (then rescheduled on the other worker).
     assert "its executor exited" in out, "the killed worker's task was not lost and rescheduled"
 
-    seen = Counter(r.value.decode() for rs in committed_view(kafka_conf, dst).values() for r in rs)
+    seen = Counter(r.value.decode() for r in kafka.committed(dst))
     duplicates = {k: n for k, n in seen.items() if n > 1}
     lost = set(ids) - set(seen)
     assert not duplicates, f"{len(duplicates)} duplicated, e.g. {list(duplicates)[:5]}"
     assert not lost, f"{len(lost)} lost, e.g. {sorted(lost)[:5]}"
     assert set(seen) == set(ids)
-    committed = group_offsets(kafka_conf, group, src, 4)
+    committed = kafka.group_offsets(group, src, 4)
     assert sum(committed.values()) == RECORDS, committed

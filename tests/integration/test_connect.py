@@ -7,18 +7,17 @@ import logging
 import os
 import socket
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sparkafka.committed_view import committed_view
 from sparkafka.local.broker import free_port
-from sparkafka.local.procs import start_group, stop_group
-from tests.integration.source_helpers import produce
+from sparkafka.local.procs import GroupProcess
+from tests.support.kafka import Kafka
+from tests.support.wait import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -46,37 +45,36 @@ def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     log_path = tmp_path_factory.mktemp("connect") / "server.log"
     # The server runs Python workers with PYSPARK_PYTHON: this interpreter, where sparkafka is installed.
     env = {**os.environ, "SPARK_HOME": str(spark_home), "PYSPARK_PYTHON": sys.executable}
-    server = start_group(cmd, log_path, env=env)
+    server = GroupProcess(cmd, log_path=log_path, env=env)
+
+    def listening() -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert server.poll() is None, f"the Connect server exited: {log_path.read_text()[-2000:]}"
-            assert time.monotonic() < deadline, "the Connect server did not listen within 180 s"
-            time.sleep(0.5)
+        wait_until(
+            listening, 180, f"the Connect server to listen on port {port}", process=server, interval_s=0.5
+        )
         session = RemoteSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
         try:
             yield session
         finally:
             session.stop()
     finally:
-        stop_group(server, timeout_s=30)
+        server.stop(timeout_s=30)
 
 
 def test_read_and_exactly_once_write_through_spark_connect(
     remote: Any,
-    kafka_conf: dict[str, str],
+    kafka: Kafka,
     bootstrap: str,
-    new_topic: Callable[..., str],
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     import sparkafka
 
-    src, dst = new_topic(partitions=2), new_topic(partitions=2)
-    produce(kafka_conf, src, [f"c{i}" for i in range(30)], 2)
+    src, dst = kafka.topic(partitions=2), kafka.topic(partitions=2)
+    kafka.produce(src, [f"c{i}" for i in range(30)], 2)
     with caplog.at_level(logging.WARNING, logger="sparkafka"):
         sparkafka.register(remote)
     assert "sparkafka must be installed there" in caplog.text  # what the server needs, said once
@@ -109,7 +107,7 @@ def test_read_and_exactly_once_write_through_spark_connect(
     # Progress reaches the remote client: how to watch a query from there (metrics files are the server's).
     progress = query.recentProgress
     assert sum(json.loads(p.json)["sink"]["numOutputRows"] for p in progress) == 30
-    written = sorted((r.value or b"").decode() for rs in committed_view(kafka_conf, dst).values() for r in rs)
+    written = sorted((r.value or b"").decode() for r in kafka.committed(dst))
     assert written == sorted(f"c{i}" for i in range(30))
 
 

@@ -5,7 +5,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -13,25 +12,12 @@ from confluent_kafka.admin import AdminClient
 
 from sparkafka.errors import BrokerError
 from sparkafka.local import EmbeddedBroker
+from sparkafka.local.procs import GroupProcess
+from tests.support.wait import pid_alive, wait_until
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers kill(0); it is gone for our purposes.
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().split()[2] != "Z"
-
-
-def _wait_gone(pid: int, timeout_s: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
+def _wait_gone(pid: int, what: str) -> None:
+    wait_until(lambda: not pid_alive(pid), 15, what, interval_s=0.05)
 
 
 def test_start_answers_metadata_and_stop_kills_the_process(tmp_path: Path) -> None:
@@ -40,10 +26,10 @@ def test_start_answers_metadata_and_stop_kills_the_process(tmp_path: Path) -> No
         assert host == "127.0.0.1"
         pid = broker.pid
         assert pid is not None
-        assert _alive(pid)
+        assert pid_alive(pid)
         metadata = AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics(timeout=10)
         assert metadata.brokers
-    assert _wait_gone(pid)
+    _wait_gone(pid, "the stopped broker to exit")
     with pytest.raises(BrokerError, match="not running"):
         _ = broker.bootstrap_servers
 
@@ -74,22 +60,10 @@ def test_broker_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
         time.sleep(600)
         """
     )
-    parent = subprocess.Popen(
-        [sys.executable, "-c", script, str(tmp_path / "child.log")],
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert parent.stdout is not None
-        broker_pid = int(parent.stdout.readline())
-        assert _alive(broker_pid)
-        os.kill(parent.pid, signal.SIGKILL)
+    cmd = [sys.executable, "-c", script, str(tmp_path / "child.log")]
+    with GroupProcess(cmd, stdout=subprocess.PIPE) as parent:
+        broker_pid = int(parent.readline())
+        assert pid_alive(broker_pid)
+        os.kill(parent.pid, signal.SIGKILL)  # the parent alone: its broker must go by itself
         parent.wait()
-        assert _wait_gone(broker_pid), "broker outlived the process that started it"
-    finally:
-        if parent.poll() is None:
-            os.killpg(parent.pid, signal.SIGKILL)
-            parent.wait()
-        if parent.stdout is not None:
-            parent.stdout.close()
+        _wait_gone(broker_pid, "the broker to exit with the process that started it")

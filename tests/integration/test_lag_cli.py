@@ -12,7 +12,8 @@ from pathlib import Path
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTopicPartition
 
-from tests.integration.source_helpers import produce
+from sparkafka.local.procs import GroupProcess
+from tests.support.kafka import produce
 
 SPARKAFKA = [sys.executable, "-m", "sparkafka.cli"]
 
@@ -131,28 +132,16 @@ def test_lag_watch_into_a_pipe_streams_and_sigterm_still_plots(
     consumer.close()
     png = tmp_path / "lag.png"
     args = ["--group", group, "--topic", topic, "--watch", "0.2", "--plot", str(png)]
-    proc = subprocess.Popen(
-        [*SPARKAFKA, "lag", "--bootstrap-servers", bootstrap, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert proc.stdout is not None
+    cmd = [*SPARKAFKA, "lag", "--bootstrap-servers", bootstrap, *args]
+    with GroupProcess(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
         headers = []
         while len(headers) < 3:  # readings arrive through the pipe while the watch goes on
-            line = proc.stdout.readline()
+            line = proc.readline()
             assert line, "lag --watch ended early"
             if "total lag" in line:
                 headers.append(line)
         assert "total lag 1" in headers[0]
-        os.killpg(proc.pid, signal.SIGTERM)
-        rest, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        rest = proc.interrupt(signal.SIGTERM, timeout_s=60)
     assert proc.returncode == 0
     assert "wrote" in rest
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -12,14 +12,9 @@ from confluent_kafka import Consumer
 
 import sparkafka
 from sparkafka.structs import TopicPartition
-from tests.integration.source_helpers import (
-    Offsets,
-    checkpoint_batches,
-    group_offsets,
-    produce,
-    source,
-    wait_for,
-)
+from tests.support.kafka import Offsets, group_offsets, produce
+from tests.support.queries import checkpoint_batches, source
+from tests.support.wait import wait_until
 
 
 def new_group() -> str:
@@ -54,7 +49,9 @@ def test_each_completed_batch_is_committed_after_spark_commits_it(
         ends, commits = checkpoint_batches(checkpoint)
         last = max(commits)
         # After the input stops the group catches up with the last completed batch: lag zero.
-        wait_for(lambda: group_offsets(kafka_conf, group, topic, 2) == ends[last], what="group == last batch")
+        wait_until(
+            lambda: group_offsets(kafka_conf, group, topic, 2) == ends[last], 60, "group == last batch"
+        )
         assert query.isActive
     finally:
         query.stop()
@@ -109,7 +106,7 @@ def test_available_now_commits_the_last_batch_and_a_failed_batch_is_not_committe
     ends, commits = checkpoint_batches(ck)
     assert commits == {0}
     assert 1 in ends
-    wait_for(lambda: group_offsets(kafka_conf, group, topic, 2) == ends[0], what="batch 0 committed")
+    wait_until(lambda: group_offsets(kafka_conf, group, topic, 2) == ends[0], 60, "batch 0 committed")
     assert group_offsets(kafka_conf, group, topic, 2) != ends[1]
 
     # The same query resumes (re-runs batch 1) and, once it ends, the group has everything: lag zero.
@@ -118,7 +115,7 @@ def test_available_now_commits_the_last_batch_and_a_failed_batch_is_not_committe
     ends, commits = checkpoint_batches(ck)
     final = ends[max(commits)]
     assert final == {TopicPartition(topic, 0): 30, TopicPartition(topic, 1): 30}
-    wait_for(lambda: group_offsets(kafka_conf, group, topic, 2) == final, what="lag zero after the run")
+    wait_until(lambda: group_offsets(kafka_conf, group, topic, 2) == final, 60, "lag zero after the run")
 
 
 def test_rejected_commits_are_counted_and_the_query_goes_on(
@@ -133,7 +130,7 @@ def test_rejected_commits_are_counted_and_the_query_goes_on(
     )
     member.subscribe([topic])
     # librdkafka heartbeats from its own thread, so the member stays in the group without polling.
-    wait_for(lambda: member.poll(0.1) is not None or bool(member.assignment()), what="the member to join")
+    wait_until(lambda: member.poll(0.1) is not None or bool(member.assignment()), 60, "the member to join")
     metrics_file = str(Path(checkpoint).parent / "metrics.json")
     df = source(
         spark,
@@ -152,7 +149,7 @@ def test_rejected_commits_are_counted_and_the_query_goes_on(
             m = sparkafka.source_metrics(group, metrics_file)
             return m is not None and m.commits_failed >= 1
 
-        wait_for(failed, what="a failed commit to be counted")
+        wait_until(failed, 60, "a failed commit to be counted")
         m = sparkafka.source_metrics(group, metrics_file)
         assert m is not None
         assert m.last_error is not None
@@ -163,7 +160,9 @@ def test_rejected_commits_are_counted_and_the_query_goes_on(
         member.close()
         member = None
         expected = {TopicPartition(topic, 0): 20, TopicPartition(topic, 1): 20}
-        wait_for(lambda: group_offsets(kafka_conf, group, topic, 2) == expected, what="commit after recovery")
+        wait_until(
+            lambda: group_offsets(kafka_conf, group, topic, 2) == expected, 60, "commit after recovery"
+        )
 
         # The broker applies a commit before the source serves its answer (on its next offset poll), and
         # a stopping source's runner may still be writing when stop() returns: count while it runs.
@@ -171,7 +170,7 @@ def test_rejected_commits_are_counted_and_the_query_goes_on(
             m = sparkafka.source_metrics(group, metrics_file)
             return m is not None and m.commits_succeeded >= 1
 
-        wait_for(succeeded, what="the successful commit to be counted")
+        wait_until(succeeded, 60, "the successful commit to be counted")
         assert query.isActive
     finally:
         query.stop()
@@ -221,7 +220,7 @@ def test_periodic_commits_first_batch_then_waits_for_its_interval_and_flushes_on
         ends, commits = checkpoint_batches(checkpoint)
         assert len(commits) >= 5
         # The initial offsets (0) were the first completed position; nothing else within the hour.
-        wait_for(lambda: sparkafka.source_metrics(group) is not None, what="metrics")
+        wait_until(lambda: sparkafka.source_metrics(group) is not None, 60, "metrics")
         m = sparkafka.source_metrics(group)
         assert m is not None
         assert m.commits_succeeded == 1
@@ -230,13 +229,13 @@ def test_periodic_commits_first_batch_then_waits_for_its_interval_and_flushes_on
         query.stop()
     # Stopping sends the newest completed offsets regardless of the interval.
     final = ends[max(commits)]
-    wait_for(lambda: group_offsets(kafka_conf, group, topic, 1) == final, what="flush on stop")
+    wait_until(lambda: group_offsets(kafka_conf, group, topic, 1) == final, 60, "flush on stop")
 
     def counted() -> bool:
         m = sparkafka.source_metrics(group)
         return m is not None and m.commits_succeeded == 2 and m.committed == final
 
-    wait_for(counted, timeout_s=15, what="the stop commit counted")
+    wait_until(counted, 15, "the stop commit counted")
 
 
 def test_restart_from_an_older_position_does_not_move_the_group_backwards(
@@ -260,7 +259,7 @@ def test_restart_from_an_older_position_does_not_move_the_group_backwards(
         assert writer.start().awaitTermination(120)
 
     run(str(tmp_path / "first"), lambda df, _: df.count())
-    wait_for(lambda: group_offsets(kafka_conf, group, topic, 2) == full, what="first run committed")
+    wait_until(lambda: group_offsets(kafka_conf, group, topic, 2) == full, 60, "first run committed")
     snapshots: list[Offsets] = []
     # A new checkpoint from earliest re-reads everything, but the group stays where it was.
     run(str(tmp_path / "second"), lambda df, _: snapshots.append(group_offsets(kafka_conf, group, topic, 2)))

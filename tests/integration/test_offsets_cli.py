@@ -11,7 +11,9 @@ from confluent_kafka import Consumer
 
 from sparkafka.cli import main
 from sparkafka.structs import TopicPartition
-from tests.integration.source_helpers import group_offsets, memory_query, produce, source, wait_for
+from tests.support.kafka import group_offsets, produce
+from tests.support.queries import memory_query, source
+from tests.support.wait import wait_until
 
 EARLY, LATE = 1_600_000_000_000, 1_700_000_000_000
 
@@ -132,7 +134,9 @@ def test_reset_is_refused_while_the_group_has_members(
     )
     member.subscribe([topic])
     try:
-        wait_for(lambda: member.poll(0.1) is not None or bool(member.assignment()), what="the member to join")
+        wait_until(
+            lambda: member.poll(0.1) is not None or bool(member.assignment()), 60, "the member to join"
+        )
         base = ["offsets", "reset", "--bootstrap-servers", bootstrap, "--group", group, "--to", "earliest"]
         code, out = run(capsys, *base)
         assert code == 0, out

@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -16,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from sparkafka.committed_view import committed_view
-from tests.integration.source_helpers import produce
+from sparkafka.local.procs import GroupProcess
+from tests.support.kafka import Kafka
+from tests.support.wait import wait_until
 
 SPARKAFKA = [sys.executable, "-m", "sparkafka.cli"]
 
@@ -70,50 +70,34 @@ def valid(start: int, count: int) -> Counter[bytes]:
     return Counter(f"o{i}".encode() for i in range(start, start + count) if i % 10 not in (3, 7))
 
 
-def output(conf: dict[str, str], topic: str) -> Counter[bytes]:
-    return Counter(r.value for rs in committed_view(conf, topic).values() for r in rs)
-
-
-def start(pipeline: Path, bootstrap: str, log_json: Path) -> subprocess.Popen[str]:
-    # PATH is reduced on purpose: nothing but the package and the environment should be needed.
-    env = {**os.environ, "BOOTSTRAP": bootstrap, "COLUMNS": "160"}
-    return subprocess.Popen(
-        [*SPARKAFKA, "run", str(pipeline), "--log-json", str(log_json)],
-        env=env,
-        stdout=subprocess.PIPE,
+def start(pipeline: Path, *args: str, env: dict[str, str], output: int = subprocess.PIPE) -> GroupProcess:
+    """``sparkafka run pipeline *args`` in its own process group, stdout and stderr to ``output``."""
+    return GroupProcess(
+        [*SPARKAFKA, "run", str(pipeline), *args],
+        env={**os.environ, **env},
+        stdout=output,
         stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
     )
 
 
-def run_until(proc: subprocess.Popen[str], done: Callable[[], bool], timeout_s: float = 240) -> str:
+def run_until(proc: GroupProcess, done: Callable[[], bool], timeout_s: float = 240) -> str:
     """Wait for ``done``, then Ctrl-C the runner (SIGINT to its process group) and collect its output."""
-    try:
-        deadline = time.monotonic() + timeout_s
-        while not done():
-            assert proc.poll() is None, "the runner exited early"
-            assert time.monotonic() < deadline, "timed out waiting for the pipeline's output"
-            time.sleep(0.5)
-        os.killpg(proc.pid, signal.SIGINT)
-        out, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    with proc:
+        wait_until(done, timeout_s, "the pipeline's output", process=proc, interval_s=0.5)
+        out = proc.interrupt(signal.SIGINT, timeout_s=120)
     assert proc.returncode == 0, out
     return out
 
 
 def test_pipeline_runs_stops_on_ctrl_c_and_resumes_exactly_once(
-    kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+    kafka: Kafka, bootstrap: str, tmp_path: Path
 ) -> None:
-    src, dst = new_topic(partitions=2), new_topic(partitions=2)
+    src, dst = kafka.topic(partitions=2), kafka.topic(partitions=2)
     prefix = f"pipe-{uuid.uuid4().hex[:6]}"
     pipeline = tmp_path / "pipeline.toml"
     pipeline.write_text(PIPELINE.format(src=src, dst=dst, group=f"g-{prefix}", prefix=prefix))
     log_json = tmp_path / "batches.jsonl"
-    produce(kafka_conf, src, orders(0, 100), partitions=2)
+    kafka.produce(src, orders(0, 100), partitions=2)
 
     dry = subprocess.run(
         [*SPARKAFKA, "run", str(pipeline), "--dry-run"],
@@ -130,7 +114,11 @@ def test_pipeline_runs_stops_on_ctrl_c_and_resumes_exactly_once(
     # [spark.config] wins over sparkafka's own defaults (which set 2 shuffle partitions).
     assert "'spark.sql.shuffle.partitions': '7'" in dry.stdout
 
-    out = run_until(start(pipeline, bootstrap, log_json), lambda: output(kafka_conf, dst) == valid(0, 100))
+    env = {"BOOTSTRAP": bootstrap, "COLUMNS": "160"}
+    out = run_until(
+        start(pipeline, "--log-json", str(log_json), env=env),
+        lambda: kafka.committed_values(dst) == valid(0, 100),
+    )
     assert "hunter2" not in out
     assert "summary: pipeline test-pipeline:" in out
     # Not a terminal: one plain line per batch, nothing cut to a width.
@@ -151,9 +139,12 @@ def test_pipeline_runs_stops_on_ctrl_c_and_resumes_exactly_once(
     } <= set(lines[0])
 
     # Rerun on the same checkpoint: only the new orders are processed, nothing twice.
-    produce(kafka_conf, src, orders(100, 60), partitions=2)
-    run_until(start(pipeline, bootstrap, log_json), lambda: output(kafka_conf, dst) == valid(0, 160))
-    assert output(kafka_conf, dst) == valid(0, 160)
+    kafka.produce(src, orders(100, 60), partitions=2)
+    run_until(
+        start(pipeline, "--log-json", str(log_json), env=env),
+        lambda: kafka.committed_values(dst) == valid(0, 160),
+    )
+    assert kafka.committed_values(dst) == valid(0, 160)
     lines = [json.loads(line) for line in log_json.read_text().splitlines()]
     assert sum(line["input_rows"] for line in lines) == 160
     # The canary password appears nowhere the run wrote: checkpoint (offsets, commits, metadata), JSON lines.
@@ -166,7 +157,7 @@ def test_pipeline_runs_stops_on_ctrl_c_and_resumes_exactly_once(
     leaks = [f for f in written if b"hunter2" in f.read_bytes()]
     assert leaks == []
     # Nor in the commit intents (transactional ids, producer ids, epochs) the exactly-once sink wrote.
-    intents = [r for rs in committed_view(kafka_conf, f"_sparkafka-intents-{prefix}").values() for r in rs]
+    intents = kafka.committed(f"_sparkafka-intents-{prefix}")
     assert intents
     assert not [r for r in intents if b"hunter2" in (r.value or b"") + (r.key or b"")]
 
@@ -193,7 +184,7 @@ def test_every_example_plans_against_spark(
     spark: object, bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sparkafka.pipeline.config import load_pipeline
-    from sparkafka.pipeline.runner import describe_plan
+    from sparkafka.pipeline.plan import describe_plan
 
     monkeypatch.setenv("BOOTSTRAP", bootstrap)
     monkeypatch.setenv("SPARKAFKA_STATE", str(tmp_path))
@@ -204,15 +195,13 @@ def test_every_example_plans_against_spark(
         assert "output: struct<key:string,value:string>" in plan, plan
 
 
-def test_every_example_runs_to_completion_on_the_broker(
-    kafka_conf: dict[str, str], bootstrap: str, tmp_path: Path
-) -> None:
+def test_every_example_runs_to_completion_on_the_broker(kafka: Kafka, bootstrap: str, tmp_path: Path) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from sparkafka.local.demo import FLUSH_CUSTOMER, Order, make_orders
     from sparkafka.local.tansu_workarounds import exact_latest_producer_conf
 
-    admin = AdminClient(kafka_conf)
+    admin = AdminClient(kafka.conf)
     existing = admin.list_topics(timeout=30).topics
     wanted = [NewTopic(t, 2, 1) for t in ("orders", "orders-eur", "revenue") if t not in existing]
     for future in admin.create_topics(wanted).values():
@@ -221,7 +210,7 @@ def test_every_example_runs_to_completion_on_the_broker(
     orders.append(Order(300, FLUSH_CUSTOMER, 1.0, "EUR", orders[-1].event_time_ms + 5 * 60_000))
     from confluent_kafka import Producer
 
-    producer = Producer(exact_latest_producer_conf(kafka_conf))
+    producer = Producer(exact_latest_producer_conf(kafka.conf))
     for o in orders:
         producer.produce("orders", o.value(), key=o.key())
     assert producer.flush(30) == 0
@@ -243,11 +232,9 @@ def test_every_example_runs_to_completion_on_the_broker(
         match = re.search(r"records out ([\d,]+)", summary[-1])
         assert match, summary
         reported[example.stem] = int(match.group(1).replace(",", ""))
-    enriched = [r.value for rs in committed_view(kafka_conf, "orders-eur").values() for r in rs]
+    enriched = [r.value for r in kafka.committed("orders-eur")]
     assert len(enriched) == sum(not o.malformed for o in orders)
-    revenue = [
-        json.loads(r.value or b"") for rs in committed_view(kafka_conf, "revenue").values() for r in rs
-    ]
+    revenue = [json.loads(r.value or b"") for r in kafka.committed("revenue")]
     assert sum(row["orders"] for row in revenue if row["customer"] != FLUSH_CUSTOMER) == sum(
         not o.malformed and o.customer != FLUSH_CUSTOMER for o in orders
     )
@@ -283,19 +270,18 @@ transactionalIdPrefix = "{prefix}"
 @pytest.mark.parametrize("policy", ["skip", "dead_letter", "fail"])
 def test_undecodable_values_are_skipped_dead_lettered_or_fail_the_batch_counted(
     spark: object,
-    kafka_conf: dict[str, str],
+    kafka: Kafka,
     bootstrap: str,
-    new_topic: Callable[..., str],
     tmp_path: Path,
     policy: str,
 ) -> None:
     from sparkafka.pipeline.config import load_pipeline
+    from sparkafka.pipeline.plan import build_query
     from sparkafka.pipeline.progress import MALFORMED_METRIC
-    from sparkafka.pipeline.runner import build_query
 
-    src, dst, dlq = new_topic(partitions=2), new_topic(partitions=2), new_topic(partitions=1)
+    src, dst, dlq = kafka.topic(partitions=2), kafka.topic(partitions=2), kafka.topic(partitions=1)
     values = orders(0, 50)  # every 10th from 3 is "{not json": 5 undecodable
-    produce(kafka_conf, src, values, partitions=2)
+    kafka.produce(src, values, partitions=2)
     pipeline = tmp_path / "p.toml"
     pipeline.write_text(
         MALFORMED_PIPELINE.format(
@@ -317,13 +303,13 @@ def test_undecodable_values_are_skipped_dead_lettered_or_fail_the_batch_counted(
         error = str(failed.value)
         assert "undecodable record at " + src in error
         assert "source.on_malformed = fail" in error
-        assert output(kafka_conf, dst) == Counter()  # the failed batch left nothing visible
+        assert kafka.committed_values(dst) == Counter()  # the failed batch left nothing visible
         return
     assert query.awaitTermination(120)
     assert query.exception() is None
     # Filtered (amount <= 0) orders are not excluded here: no SQL, so every decodable order goes out.
     decodable = Counter(f"o{i}".encode() for i in range(50) if i % 10 != 3)
-    assert output(kafka_conf, dst) == decodable
+    assert kafka.committed_values(dst) == decodable
     counted = sum(
         int(p["observedMetrics"][MALFORMED_METRIC]["n"])
         for p in query.recentProgress
@@ -331,18 +317,18 @@ def test_undecodable_values_are_skipped_dead_lettered_or_fail_the_batch_counted(
     )
     assert counted == 5
     if policy == "dead_letter":
-        dead = [r for rs in committed_view(kafka_conf, dlq).values() for r in rs]
+        dead = kafka.committed(dlq)
         assert sorted(r.value for r in dead) == [b"{not json"] * 5
         assert {r.key for r in dead} == {f"k{i}".encode() for i in range(50) if i % 10 == 3}
 
 
 @pytest.mark.parametrize("fault", ["address", "topic", "table", "sql"])
 def test_run_fails_fast_with_its_own_sentence_last(
-    kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, fault: str
+    kafka: Kafka, bootstrap: str, tmp_path: Path, fault: str
 ) -> None:
     from sparkafka.local.broker import free_port
 
-    src, dst = new_topic(partitions=1), new_topic(partitions=1)
+    src, dst = kafka.topic(partitions=1), kafka.topic(partitions=1)
     text = PIPELINE.format(src=src, dst=dst, group="g-fail", prefix=f"fail-{uuid.uuid4().hex[:6]}")
     address = bootstrap
     expected = {
@@ -379,17 +365,17 @@ def test_run_fails_fast_with_its_own_sentence_last(
 
 
 def test_dead_letters_carry_their_origin_and_survive_exactly_once_recovery(
-    kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+    kafka: Kafka, bootstrap: str, tmp_path: Path
 ) -> None:
     """The driver is killed after the batch's commit intent (dead letters in its transactions); the rerun
     finishes that commit: every dead letter once, with the original key, value, timestamp and headers and
     where it came from."""
     import sparkafka
-    from sparkafka.pipeline.runner import DEAD_LETTER_ERROR_CLASS
+    from sparkafka.pipeline.plan import DEAD_LETTER_ERROR_CLASSES
 
-    src, dst, dlq = new_topic(partitions=2), new_topic(partitions=2), new_topic(partitions=1)
+    src, dst, dlq = kafka.topic(partitions=2), kafka.topic(partitions=2), kafka.topic(partitions=1)
     stamp = 1_700_000_000_000
-    produce(kafka_conf, src, orders(0, 40), partitions=2, headers=[("trace", b"abc")], timestamp=stamp)
+    kafka.produce(src, orders(0, 40), partitions=2, headers=[("trace", b"abc")], timestamp=stamp)
     prefix = f"dl-{uuid.uuid4().hex[:6]}"
     pipeline = tmp_path / "p.toml"
     pipeline.write_text(
@@ -405,37 +391,17 @@ def test_dead_letters_carry_their_origin_and_survive_exactly_once_recovery(
         )
     )
     marker = tmp_path / "fault.marker"
-    env = {
-        **os.environ,
-        "SPARKAFKA_TEST_FAULT": "after_intent:pause",
-        "SPARKAFKA_TEST_FAULT_MARKER": str(marker),
-    }
-    killed = subprocess.Popen(
-        [*SPARKAFKA, "run", str(pipeline)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 240
-        while not marker.exists():
-            assert killed.poll() is None, "the runner exited before its commit"
-            assert time.monotonic() < deadline, "the commit's fault point was never reached"
-            time.sleep(0.2)
-    finally:
-        os.killpg(killed.pid, signal.SIGKILL)
-        killed.wait()
+    env = {"SPARKAFKA_TEST_FAULT": "after_intent:pause", "SPARKAFKA_TEST_FAULT_MARKER": str(marker)}
+    with start(pipeline, env=env, output=subprocess.DEVNULL) as killed:  # SIGKILLed on the way out
+        wait_until(marker.exists, 240, "the commit's fault point", process=killed)
     rerun = subprocess.run(
         [*SPARKAFKA, "run", str(pipeline)], check=False, capture_output=True, text=True, timeout=300
     )
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert sparkafka.sink_metrics(prefix)["recovered"] >= 1  # the killed commit was finished from its intent
 
-    assert output(kafka_conf, dst) == Counter(f"o{i}".encode() for i in range(40) if i % 10 != 3)
-    dead = sorted(
-        (r for rs in committed_view(kafka_conf, dlq).values() for r in rs), key=lambda r: r.key or b""
-    )
+    assert kafka.committed_values(dst) == Counter(f"o{i}".encode() for i in range(40) if i % 10 != 3)
+    dead = sorted(kafka.committed(dlq), key=lambda r: r.key or b"")
     malformed = sorted((i for i in range(40) if i % 10 == 3), key=lambda i: f"k{i}")
     assert [r.key for r in dead] == [f"k{i}".encode() for i in malformed]  # each once
     for record, i in zip(dead, malformed, strict=True):
@@ -446,7 +412,7 @@ def test_dead_letters_carry_their_origin_and_survive_exactly_once_recovery(
         assert headers["sparkafka.error.topic"] == src.encode()
         assert headers["sparkafka.error.partition"] == str(i % 2).encode()
         assert headers["sparkafka.error.offset"] == str(i // 2).encode()  # one record per batch, round robin
-        assert headers["sparkafka.error.class"] == DEAD_LETTER_ERROR_CLASS.encode()
+        assert headers["sparkafka.error.class"] == DEAD_LETTER_ERROR_CLASSES["json"].encode()
         assert b"source.schema" in (headers["sparkafka.error.message"] or b"")
         assert headers["sparkafka.error.pipeline"] == b"dead-letters"
 
@@ -466,26 +432,17 @@ def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
-def test_metrics_endpoint_counts_what_the_run_did(
-    kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
-) -> None:
+def test_metrics_endpoint_counts_what_the_run_did(kafka: Kafka, bootstrap: str, tmp_path: Path) -> None:
     from sparkafka.local.broker import free_port
 
-    src, dst = new_topic(partitions=2), new_topic(partitions=2)
+    src, dst = kafka.topic(partitions=2), kafka.topic(partitions=2)
     prefix = f"prom-{uuid.uuid4().hex[:6]}"
     group = f"g-{prefix}"
     pipeline = tmp_path / "pipeline.toml"
     pipeline.write_text(PIPELINE.format(src=src, dst=dst, group=group, prefix=prefix))
-    produce(kafka_conf, src, orders(0, 60), partitions=2)
+    kafka.produce(src, orders(0, 60), partitions=2)
     port = free_port()
-    proc = subprocess.Popen(
-        [*SPARKAFKA, "run", str(pipeline), "--metrics-port", str(port)],
-        env={**os.environ, "BOOTSTRAP": bootstrap},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start(pipeline, "--metrics-port", str(port), env={"BOOTSTRAP": bootstrap})
     q = (("query", "test_pipeline"),)
     written = sum(valid(0, 60).values())
     scraped: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
@@ -506,19 +463,17 @@ def test_metrics_endpoint_counts_what_the_run_did(
 
     out = run_until(proc, caught_up)
     assert "Prometheus metrics on http://127.0.0.1:" in out
-    assert output(kafka_conf, dst) == valid(0, 60)  # what the counter says is what the topic has
+    assert kafka.committed_values(dst) == valid(0, 60)  # what the counter says is what the topic has
     assert scraped[("sparkafka_batches_total", q)] >= 1
     assert scraped[("sparkafka_batch_duration_seconds_count", q)] == scraped[("sparkafka_batches_total", q)]
     assert scraped[("sparkafka_transactions_committed_total", q)] >= 1
     assert scraped[("sparkafka_group_commits_total", (("group", group), *q, ("result", "ok")))] >= 1
 
 
-def test_a_metrics_port_in_use_fails_at_start_naming_it(
-    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
-) -> None:
+def test_a_metrics_port_in_use_fails_at_start_naming_it(kafka: Kafka, bootstrap: str, tmp_path: Path) -> None:
     import socket
 
-    src, dst = new_topic(partitions=1), new_topic(partitions=1)
+    src, dst = kafka.topic(partitions=1), kafka.topic(partitions=1)
     pipeline = tmp_path / "pipeline.toml"
     pipeline.write_text(
         PIPELINE.format(src=src, dst=dst, group="g-port", prefix=f"port-{uuid.uuid4().hex[:6]}")

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.integration.source_helpers import produce
+from tests.support.kafka import produce
 
 SCRIPT = """
 import sys

@@ -8,8 +8,10 @@ from typing import Any
 
 from sparkafka.local.broker import free_port
 from sparkafka.prometheus import serve
-from tests.integration.source_helpers import memory_query, produce, source, wait_for
 from tests.integration.test_pipeline_cli import scrape
+from tests.support.kafka import produce
+from tests.support.queries import memory_query, source
+from tests.support.wait import wait_until
 
 
 def test_serve_exports_every_sparkafka_query_of_the_session(
@@ -36,7 +38,7 @@ def test_serve_exports_every_sparkafka_query_of_the_session(
             ]
             return m.get(("sparkafka_input_records_total", q)) == 25 and len(behind) == 2 and not any(behind)
 
-        wait_for(exported, what="the query's rows in /metrics")  # progress events arrive asynchronously
+        wait_until(exported, 60, "the query's rows in /metrics")  # progress events arrive asynchronously
         assert scrape(port)[("sparkafka_batches_total", q)] >= 1
     finally:
         query.stop()

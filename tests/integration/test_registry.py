@@ -426,9 +426,9 @@ def test_sink_encodes_exactly_once_and_the_source_decodes_it_back(
     fmt: str,
 ) -> None:
     from sparkafka.pipeline.config import load_pipeline
-    from sparkafka.pipeline.runner import build_query
+    from sparkafka.pipeline.plan import build_query
     from sparkafka.registry.wire import schema_id_of
-    from tests.integration.source_helpers import produce
+    from tests.support.kafka import produce
 
     src, dst, back = new_topic(partitions=2), new_topic(partitions=2), new_topic()
     prefix = f"rt-{uuid.uuid4().hex[:6]}"

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -19,16 +16,15 @@ import pytest
 import sparkafka
 from sparkafka.committed_view import committed_view
 from sparkafka.kafka import partition_for_key
-
-
-def out_values(conf: dict[str, str], topic: str) -> Counter[bytes]:
-    return Counter(r.value for records in committed_view(conf, topic).values() for r in records)
+from sparkafka.local.procs import GroupProcess
+from tests.support.kafka import Kafka
+from tests.support.wait import wait_until
 
 
 def test_batch_write_exactly_once_with_keys_on_java_partitions(
-    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str]
+    spark: Any, kafka: Kafka, bootstrap: str
 ) -> None:
-    topic = new_topic(partitions=3)
+    topic = kafka.topic(partitions=3)
     rows = [(f"key-{i}", f"value-{i}") for i in range(300)]
     df = spark.createDataFrame(rows, "key string, value string").repartition(2)
     (
@@ -40,7 +36,7 @@ def test_batch_write_exactly_once_with_keys_on_java_partitions(
         .mode("append")
         .save()
     )
-    view = committed_view(kafka_conf, topic)
+    view = committed_view(kafka.conf, topic)
     got = {(r.key, r.value): p for p, records in view.items() for r in records}
     assert len(got) == 300
     assert sum(len(v) for v in view.values()) == 300
@@ -72,7 +68,7 @@ class Driver:
 
     def start(
         self, fault: str | None = None, tasks: int = 2, env: dict[str, str] | None = None
-    ) -> subprocess.Popen[str]:
+    ) -> GroupProcess:
         env = {**os.environ, **(env or {})}
         env.pop("SPARKAFKA_TEST_FAULT", None)
         if fault:
@@ -80,43 +76,24 @@ class Driver:
             env["SPARKAFKA_TEST_FAULT_MARKER"] = str(self.marker)
         args = [self.bootstrap, self.topic, str(self.input), str(self.checkpoint), self.delivery]
         args += [self.prefix or "-", str(tasks)]
-        return subprocess.Popen(
+        return GroupProcess(
             [sys.executable, "-m", "tests.integration.sink_driver", *args],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,
         )
 
     def run(
         self, fault: str | None = None, tasks: int = 2, env: dict[str, str] | None = None
     ) -> tuple[int, str]:
-        proc = self.start(fault, tasks, env)
-        try:
-            out, _ = proc.communicate(timeout=300)
-        finally:
-            _kill_group(proc)
-        return proc.returncode, out
+        with self.start(fault, tasks, env) as proc:
+            out = proc.communicate(timeout_s=300)
+            return proc.wait(), out
 
     def run_and_kill_at(self, fault: str, tasks: int = 2) -> None:
-        proc = self.start(f"{fault}:pause", tasks)
-        try:
-            deadline = time.monotonic() + 300
-            while not self.marker.exists():
-                assert proc.poll() is None, f"driver ended before reaching {fault}"
-                assert time.monotonic() < deadline, f"driver never reached {fault}"
-                time.sleep(0.2)
-        finally:
-            _kill_group(proc)
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    if proc.stdout:
-        proc.stdout.close()
+        """Run until the driver pauses at ``fault``, then SIGKILL it (a crash there)."""
+        with self.start(f"{fault}:pause", tasks) as proc:
+            wait_until(self.marker.exists, 300, f"the driver to reach {fault}", process=proc)
 
 
 def expected() -> Counter[bytes]:
@@ -128,15 +105,15 @@ def expected() -> Counter[bytes]:
 # tests/unit/sink/test_twophase.py.
 @pytest.mark.parametrize("point", ["after_first_txn", "commit_end"])
 def test_exactly_once_survives_a_driver_kill(
-    kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path, point: str
+    kafka: Kafka, bootstrap: str, tmp_path: Path, point: str
 ) -> None:
-    topic = new_topic(partitions=3)
+    topic = kafka.topic(partitions=3)
     driver = Driver(tmp_path, bootstrap, topic, "exactly_once")
     driver.run_and_kill_at(point)
     assert driver.marker.exists()
     code, out = driver.run()
     assert code == 0, out
-    assert out_values(kafka_conf, topic) == expected()
+    assert kafka.committed_values(topic) == expected()
     assert driver.prefix is not None
     counters = sparkafka.sink_metrics(driver.prefix)
     assert counters["records"] >= ROWS
@@ -147,13 +124,13 @@ def test_exactly_once_survives_a_driver_kill(
 
 
 def test_pending_intent_is_shown_and_resolved_with_sparkafka_txn(
-    kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+    kafka: Kafka, bootstrap: str, tmp_path: Path
 ) -> None:
-    topic = new_topic(partitions=3)
+    topic = kafka.topic(partitions=3)
     driver = Driver(tmp_path, bootstrap, topic, "exactly_once")
     driver.run_and_kill_at("after_intent")
     assert driver.prefix is not None
-    assert out_values(kafka_conf, topic) == Counter()  # decided, not yet committed: nothing visible
+    assert kafka.committed_values(topic) == Counter()  # decided, not yet committed: nothing visible
 
     listing = sparkafka_cli("txn", "list", "--bootstrap-servers", bootstrap, "--prefix", driver.prefix)
     assert listing.returncode == 0, listing.stderr
@@ -168,12 +145,12 @@ def test_pending_intent_is_shown_and_resolved_with_sparkafka_txn(
     done = sparkafka_cli(*args, "--query", query_id, "commit", "--yes")
     assert done.returncode == 0, done.stderr
     assert "batch 0: done" in done.stdout
-    first_batch = out_values(kafka_conf, topic)
+    first_batch = kafka.committed_values(topic)
     assert 0 < sum(first_batch.values()) < ROWS  # the killed batch only
 
     code, out = driver.run()  # Spark replays batch 0: already done, so aborted; then the rest
     assert code == 0, out
-    assert out_values(kafka_conf, topic) == expected()
+    assert kafka.committed_values(topic) == expected()
     assert sparkafka.sink_metrics(driver.prefix)["replays"] == 1
 
 
@@ -189,28 +166,25 @@ def sparkafka_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("speculation", ["true", "false"])
 def test_exactly_once_refuses_speculation(
-    kafka_conf: dict[str, str],
+    kafka: Kafka,
     bootstrap: str,
-    new_topic: Callable[..., str],
     tmp_path: Path,
     speculation: str,
 ) -> None:
-    topic = new_topic(partitions=2)
+    topic = kafka.topic(partitions=2)
     driver = Driver(tmp_path, bootstrap, topic, "exactly_once")
     code, out = driver.run(env={"SPARKAFKA_TEST_SPECULATION": speculation})
     if speculation == "true":
         assert code == 3, out
         assert "deliveryGuarantee=exactly_once cannot run with spark.speculation=true" in out
-        assert out_values(kafka_conf, topic) == Counter()
+        assert kafka.committed_values(topic) == Counter()
     else:
         assert code == 0, out
-        assert out_values(kafka_conf, topic) == expected()
+        assert kafka.committed_values(topic) == expected()
 
 
-def test_partition_column_headers_timestamp_and_roundrobin(
-    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str]
-) -> None:
-    topic = new_topic(partitions=3)
+def test_partition_column_headers_timestamp_and_roundrobin(spark: Any, kafka: Kafka, bootstrap: str) -> None:
+    topic = kafka.topic(partitions=3)
     df = spark.createDataFrame(
         [(f"v{i}", 2 if i < 5 else None) for i in range(20)], "value string, partition int"
     ).selectExpr(
@@ -228,7 +202,7 @@ def test_partition_column_headers_timestamp_and_roundrobin(
         .mode("append")
     )
     writer.save()
-    view = committed_view(kafka_conf, topic)
+    view = committed_view(kafka.conf, topic)
     placed = {r.value.decode(): p for p, records in view.items() for r in records if r.value}
     assert all(placed[f"v{i}"] == 2 for i in range(5))  # the explicit partition column wins
     rest = Counter(placed[f"v{i}"] for i in range(5, 20))
@@ -256,9 +230,9 @@ def test_bad_input_schema_fails_at_start_naming_the_column(
 
 
 def test_record_larger_than_allowed_fails_the_write_with_no_partial_output(
-    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str]
+    spark: Any, kafka: Kafka, bootstrap: str
 ) -> None:
-    topic = new_topic(partitions=1)
+    topic = kafka.topic(partitions=1)
     rows = [(f"small-{i}",) for i in range(50)] + [("x" * 2_000_000,)] + [("after",)]
     df = spark.createDataFrame(rows, "value string").coalesce(1)
     writer = (
@@ -272,7 +246,7 @@ def test_record_larger_than_allowed_fails_the_write_with_no_partial_output(
     with pytest.raises(Exception, match=r"larger than kafka\.message\.max\.bytes allows"):
         writer.save()
     # The 50 small records went into the task's transaction first: it was aborted, nothing is visible.
-    assert out_values(kafka_conf, topic) == Counter()
+    assert kafka.committed_values(topic) == Counter()
 
 
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
@@ -297,16 +271,10 @@ def test_unreachable_broker_fails_the_write_naming_the_address(spark: Any, guara
 
 
 def test_record_the_broker_rejects_as_too_large_fails_the_batch_before_commit(
-    spark: Any, kafka_conf: dict[str, str], bootstrap: str, require: Callable[[str], None]
+    spark: Any, kafka: Kafka, bootstrap: str, require: Callable[[str], None]
 ) -> None:
     require("message_size_limit")  # tansu stores records over a topic's max.message.bytes
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    topic = f"small-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient(kafka_conf)
-    spec = NewTopic(topic, 1, 1, config={"max.message.bytes": "2048"})
-    for future in admin.create_topics([spec]).values():
-        future.result(30)
+    topic = kafka.topic(1, prefix="small", config={"max.message.bytes": "2048"})
     # Under the producer's own limit (1 MB), over the topic's: only the broker can reject it.
     rows = [(f"small-{i}",) for i in range(50)] + [("x" * 16_000,)]
     writer = (
@@ -321,7 +289,7 @@ def test_record_the_broker_rejects_as_too_large_fails_the_batch_before_commit(
     )
     with pytest.raises(Exception, match=r"MSG_SIZE_TOO_LARGE.*max\.message\.bytes"):
         writer.save()
-    assert out_values(kafka_conf, topic) == Counter()
+    assert kafka.committed_values(topic) == Counter()
 
 
 def test_batch_write_says_to_append(spark: Any, bootstrap: str) -> None:

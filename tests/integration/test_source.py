@@ -13,14 +13,8 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from tests.integration.source_helpers import (
-    memory_query,
-    memory_values,
-    produce,
-    read_values,
-    run_to_parquet,
-    source,
-)
+from tests.support.kafka import produce
+from tests.support.queries import memory_query, memory_values, read_values, run_to_parquet, source
 
 
 def test_batch_read_earliest_to_latest_with_ending_offsets(

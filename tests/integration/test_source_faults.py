@@ -13,7 +13,8 @@ from confluent_kafka.admin import NewTopic
 
 from sparkafka.clients import admin_client
 from tests.chaos.harness import DurableBroker
-from tests.integration.source_helpers import memory_query, memory_values, produce, source
+from tests.support.kafka import produce
+from tests.support.queries import memory_query, memory_values, source
 
 
 def test_pattern_query_rides_out_a_broker_restart_during_discovery(

@@ -3,7 +3,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from sparkafka.lag import compute_lag, plot_lag, watch_lag
+from sparkafka.cli.lag_view import plot_lag, watch_lag
+from sparkafka.lag import compute_lag
 from sparkafka.structs import TopicPartition
 
 A0, A1, A2 = (TopicPartition("a", p) for p in range(3))

@@ -60,7 +60,7 @@ def test_good_file_resolves(tmp_path: Path, trigger: str, want: str | None) -> N
     assert cfg.checkpoint == str(tmp_path / "ck")
     assert cfg.source_options["kafka.bootstrap.servers"] == "127.0.0.1:9092"
     assert cfg.tables[0].path == str(tmp_path / "rates.csv")
-    assert (cfg.group_id, cfg.transactional_id_prefix) == ("g", "p")
+    assert (cfg.source.group_id, cfg.sink.transactional_id_prefix) == ("g", "p")
 
 
 @pytest.mark.parametrize(

@@ -38,3 +38,27 @@ def test_plain_lines_carry_everything_on_one_line() -> None:
     summary = plain_summary("p", [line])
     assert summary.startswith("summary: pipeline p: 1 batches, 1,234 input rows")
     assert "records out 99" in summary
+
+
+def stamped(batch: int, second: int, ran: bool = True) -> dict[str, Any]:
+    return {**progress(batch, 1), "timestamp": f"2026-11-23T10:00:{second:02d}.000Z"} | (
+        {} if ran else {"durationMs": {"triggerExecution": 5}}
+    )
+
+
+def test_each_poll_hands_over_only_what_is_new_idle_triggers_to_the_exporter_only() -> None:
+    from sparkafka.pipeline.progress import fresh_progress
+
+    first = fresh_progress([stamped(0, 1), stamped(1, 2)])
+    assert [p["batchId"] for p in first.batches] == [0, 1]
+    assert len(first.to_export) == 2
+    # Spark's recentProgress is a sliding window: the next poll repeats batch 1, then an idle trigger
+    # (the same batch id, no addBatch) and batch 2.
+    second = fresh_progress(
+        [stamped(1, 2), stamped(1, 3, ran=False), stamped(2, 4)], first.seen, first.exported
+    )
+    assert [p["batchId"] for p in second.batches] == [2]
+    assert [p["timestamp"][-7:-5] for p in second.to_export] == ["03", "04"]
+    assert (second.seen, second.exported) == (2, "2026-11-23T10:00:04.000Z")
+    idle = fresh_progress([stamped(2, 4)], second.seen, second.exported)
+    assert (idle.batches, idle.to_export, idle.seen) == ([], [], 2)

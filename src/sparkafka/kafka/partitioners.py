@@ -35,6 +35,7 @@ class RoundRobinPartitioner:
     """
 
     def __init__(self) -> None:
+        """Start every topic's counter at 0."""
         self._counters: dict[str, int] = {}
 
     def partition(self, topic: str, num_partitions: int, available: Sequence[int] | None = None) -> int:
@@ -58,6 +59,7 @@ class StickyPartitioner:
     """
 
     def __init__(self, batch_size: int = 16384, rng: random.Random | None = None) -> None:
+        """Switch partitions after ``batch_size`` bytes; ``rng`` picks them (default an unseeded one)."""
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         self._batch_size = batch_size

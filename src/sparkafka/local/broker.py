@@ -191,7 +191,7 @@ class EmbeddedBroker:
             try:
                 # A metadata round trip proves the broker speaks Kafka, not just that the port is open.
                 admin.list_topics(timeout=1.0)
-            except Exception as e:  # KafkaException until the broker answers
+            except Exception as e:  # noqa: BLE001 - KafkaException until the broker answers
                 last_error = e
             else:
                 return

@@ -1,9 +1,9 @@
 """Child processes in their own process groups, stopped by PID (never by name).
 
 Used for everything sparkafka's local tooling starts: the embedded broker, a standalone Spark cluster,
-pipeline drivers in the demo and the tests. Each child gets its own session (so a signal reaches the whole
-tree it starts, e.g. a Spark worker's executor JVM and its Python workers) and, on Linux, dies with the
-process that started it (``PR_SET_PDEATHSIG``), so a crashed test leaves nothing behind.
+pipeline drivers in the demo and the tests (``GroupProcess``). Each child gets its own session (so a signal
+reaches the whole tree it starts, e.g. a Spark worker's executor JVM and its Python workers) and, on Linux,
+dies with the process that started it (``PR_SET_PDEATHSIG``), so a crashed test leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -14,10 +14,22 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
 
-__all__ = ["die_with_parent", "kill_group", "session_members", "start_group", "stop_group", "tail_file"]
+__all__ = [
+    "GroupProcess",
+    "die_with_parent",
+    "kill_group",
+    "poll_until",
+    "session_members",
+    "start_group",
+    "stop_group",
+    "tail_file",
+]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -40,21 +52,38 @@ def start_group(
 ) -> subprocess.Popen[bytes]:
     """Start ``cmd`` in a new process group, stdout and stderr appended to ``log_path``."""
     with open(Path(log_path), "ab") as log_file:  # the child keeps its own descriptor
-        return subprocess.Popen(
-            list(cmd),
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            preexec_fn=die_with_parent,  # noqa: PLW1509 - needed for PDEATHSIG; no threads run here
-        )
+        return _spawn(cmd, log_file, subprocess.STDOUT, env, cwd, text=False)
 
 
-def stop_group(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> int:
-    """SIGTERM ``proc``'s process group, SIGKILL it after ``timeout_s``; returns the exit status."""
+_Output = int | IO[Any] | None
+"""Where a child's stdout or stderr goes: ``subprocess.PIPE``, ``DEVNULL``, ``STDOUT``, a file, or ours."""
+
+
+def _spawn(
+    cmd: Sequence[str],
+    stdout: _Output,
+    stderr: _Output,
+    env: Mapping[str, str] | None,
+    cwd: str | os.PathLike[str] | None,
+    *,
+    text: bool,
+) -> subprocess.Popen[Any]:
+    return subprocess.Popen(
+        list(cmd),
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        env=dict(env) if env is not None else None,
+        cwd=cwd,
+        text=text,
+        preexec_fn=die_with_parent,  # noqa: PLW1509 - needed for PDEATHSIG; no threads run here
+    )
+
+
+def stop_group(proc: subprocess.Popen[Any], timeout_s: float = 10.0, sig: int = signal.SIGTERM) -> int:
+    """``sig`` to ``proc``'s process group, SIGKILL it after ``timeout_s``; returns the exit status."""
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
+        os.killpg(proc.pid, sig)
     try:
         code = proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -63,7 +92,7 @@ def stop_group(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> int:
     return code
 
 
-def kill_group(proc: subprocess.Popen[bytes]) -> int:
+def kill_group(proc: subprocess.Popen[Any]) -> int:
     """SIGKILL everything ``proc`` started at once (a crash, for failure tests)."""
     _kill_session(proc.pid)
     return proc.wait()
@@ -99,3 +128,123 @@ def tail_file(path: str | os.PathLike[str], lines: int = 20) -> str:
     except OSError:
         return "(no log)"
     return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+
+
+def poll_until(condition: Callable[[], bool], timeout_s: float, interval_s: float = 0.2) -> bool:
+    """Check ``condition`` every ``interval_s`` until it holds (True) or ``timeout_s`` has passed (False).
+
+    A wait for something that happens, never a fixed sleep: it returns as soon as ``condition`` holds.
+    """
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval_s)
+    return True
+
+
+class GroupProcess:
+    """A child in a session of its own (a pipeline driver, a server), signalled as a whole, never by name.
+
+    Its stdout and stderr are appended to ``log_path``, or, without one, go where ``stdout`` and ``stderr``
+    say (``subprocess.PIPE``, ``DEVNULL``, ``STDOUT``; None: where ours go); piped output is text. Used as a
+    context manager, it SIGKILLs whatever is left of its session on the way out.
+    """
+
+    def __init__(
+        self,
+        cmd: Sequence[str],
+        *,
+        log_path: str | os.PathLike[str] | None = None,
+        stdout: _Output = None,
+        stderr: _Output = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.name = Path(cmd[0]).name if len(cmd) < 3 or cmd[1] != "-m" else cmd[2]
+        self.log_path = None if log_path is None else Path(log_path)
+        if log_path is not None:
+            self.proc: subprocess.Popen[Any] = start_group(cmd, log_path, env, cwd)
+        else:
+            self.proc = _spawn(cmd, stdout, stderr, env, cwd, text=True)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def signal_group(self, sig: int) -> None:
+        """Send ``sig`` to the child's process group (SIGINT: what Ctrl-C in a terminal sends)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+
+    def interrupt(self, sig: int = signal.SIGINT, timeout_s: float = 120.0) -> str:
+        """``sig`` to the group, then wait for the child to exit (``subprocess.TimeoutExpired`` after
+        ``timeout_s``); returns what it wrote to a pipe and was not read yet."""
+        self.signal_group(sig)
+        return self.communicate(timeout_s)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 10.0) -> int:
+        """``sig`` to the group, SIGKILL after ``timeout_s``; returns the exit status (``stop_group``)."""
+        return stop_group(self.proc, timeout_s, sig)
+
+    def kill(self) -> int:
+        """SIGKILL everything in the child's session at once (a crash); returns the exit status."""
+        code = kill_group(self.proc)
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        return code
+
+    def wait(self, timeout_s: float | None = None) -> int:
+        return self.proc.wait(timeout=timeout_s)
+
+    def communicate(self, timeout_s: float | None = None) -> str:
+        """Wait for the child to exit; returns what it wrote to a pipe and was not read yet."""
+        out, _ = self.proc.communicate(timeout=timeout_s)
+        return str(out or "")
+
+    def readline(self) -> str:
+        """The next line of piped stdout ("" once the child closed it).
+
+        Read a byte at a time, never ahead: ``communicate`` reads the pipe itself, so it would miss what a
+        buffered ``readline`` had taken beyond the line.
+        """
+        assert self.proc.stdout is not None, "stdout is not piped"
+        line = bytearray()
+        while not line.endswith(b"\n"):
+            byte = os.read(self.proc.stdout.fileno(), 1)
+            if not byte:
+                break
+            line += byte
+        return line.decode(getattr(self.proc.stdout, "encoding", None) or "utf-8")
+
+    def wait_for(self, condition: Callable[[], bool], timeout_s: float, interval_s: float = 0.2) -> bool:
+        """True once ``condition`` holds; False if the child exits first or ``timeout_s`` passes."""
+        met = False
+
+        def done() -> bool:
+            nonlocal met
+            met = condition()
+            return met or not self.alive()
+
+        poll_until(done, timeout_s, interval_s)
+        return met
+
+    def tail(self, lines: int = 20) -> str:
+        """The last lines of the child's log (with ``log_path``)."""
+        return tail_file(self.log_path, lines) if self.log_path is not None else "(output not logged)"
+
+    def __enter__(self) -> GroupProcess:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.kill()

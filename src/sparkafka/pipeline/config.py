@@ -62,12 +62,13 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 from sparkafka.errors import ConfigError
+from sparkafka.options import L
 from sparkafka.registry.client import (
     FORMATS,
     STRATEGIES,
@@ -77,12 +78,20 @@ from sparkafka.registry.client import (
     parse_registry,
 )
 
+if TYPE_CHECKING:
+    from sparkafka.sink.options import SinkOptions
+    from sparkafka.source.options import SourceOptions
+
+P = TypeVar("P")
+
 __all__ = ["PipelineConfig", "SchemaChoice", "SinkEncoding", "TableSpec", "load_pipeline"]
 
 Decode = Literal["raw", "string", "json", "avro", "protobuf", "json_schema"]
-KeyDecode = Literal["raw", "string", "avro", "protobuf", "json_schema"]
+KeyDecode = Literal["string", "raw", "avro", "protobuf", "json_schema"]
 OnMalformed = Literal["flag", "skip", "fail", "dead_letter"]
-DECODES: tuple[Decode, ...] = ("raw", "string", "json", *FORMATS)
+DECODES: tuple[Decode, ...] = get_args(Decode)
+KEY_DECODES: tuple[KeyDecode, ...] = get_args(KeyDecode)
+ON_MALFORMED: tuple[OnMalformed, ...] = get_args(OnMalformed)
 FALLIBLE: tuple[Decode, ...] = ("json", *FORMATS)
 """Decodings whose records can be undecodable, so ``on_malformed`` applies."""
 
@@ -153,6 +162,7 @@ class SinkEncoding:
 
     @property
     def full_name(self) -> str:
+        """The schema's full name: ``record_namespace.record_name``, or the name alone without namespace."""
         return f"{self.record_namespace}.{self.record_name}" if self.record_namespace else self.record_name
 
 
@@ -162,6 +172,8 @@ _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 @dataclass(frozen=True)
 class TableSpec:
+    """A ``[[table]]``: a file the SQL can join, read as view ``name`` when the query is planned."""
+
     name: str
     path: str
     format: str
@@ -169,6 +181,8 @@ class TableSpec:
 
 @dataclass(frozen=True)
 class PipelineConfig:
+    """A pipeline file, parsed and checked by ``load_pipeline``."""
+
     path: Path
     name: str
     checkpoint: str
@@ -180,6 +194,11 @@ class PipelineConfig:
     decode: Decode
     schema: str | None
     source_options: Mapping[str, str]
+    """``[source] options`` as written (Spark's ``.option`` takes them); ``source`` is them parsed."""
+    source: SourceOptions
+    sink_options: Mapping[str, str]
+    """``[sink] options`` as written; ``sink`` is them parsed."""
+    sink: SinkOptions
     watermark: tuple[str, str] | None = None
     """(event-time column, delay) for ``withWatermark`` on the source view."""
     on_malformed: OnMalformed = "flag"
@@ -188,7 +207,6 @@ class PipelineConfig:
     sql: str | None = None
     key: str | None = None
     value: str = "value"
-    sink_options: Mapping[str, str] = field(default_factory=dict)
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     registry: RegistryConfig | None = None
@@ -201,33 +219,18 @@ class PipelineConfig:
     key_encode: Format | None = None
     encoding: SinkEncoding = field(default_factory=SinkEncoding)
 
-    @property
-    def sink_topic(self) -> str | None:
-        return {k.lower(): v for k, v in self.sink_options.items()}.get("topic")
-
-    @property
-    def group_id(self) -> str | None:
-        return {k.lower(): v for k, v in self.source_options.items()}.get("kafka.group.id")
-
     def timeout_warning(self, margin_ms: int = 60_000) -> str | None:
         """Flink's start-up check: exactly-once transactions must outlive a trigger interval plus recovery."""
-        from sparkafka.sink.options import parse_sink_options
-
-        sink = parse_sink_options(self.sink_options)
-        if sink.delivery != "exactly_once" or self.trigger is None:
+        if self.sink.delivery != "exactly_once" or self.trigger is None:
             return None
         interval_ms = int(self.trigger.split()[0])
-        if interval_ms + margin_ms <= sink.transaction_timeout_ms:
+        if interval_ms + margin_ms <= self.sink.transaction_timeout_ms:
             return None
         return (
-            f"kafka.transaction.timeout.ms={sink.transaction_timeout_ms} is shorter than the trigger "
+            f"kafka.transaction.timeout.ms={self.sink.transaction_timeout_ms} is shorter than the trigger "
             f"interval ({interval_ms} ms) plus {margin_ms} ms for recovery: the broker may abort "
             "transactions that were about to be committed after a crash"
         )
-
-    @property
-    def transactional_id_prefix(self) -> str | None:
-        return {k.lower(): v for k, v in self.sink_options.items()}.get("transactionalidprefix")
 
 
 class _Fields:
@@ -275,11 +278,26 @@ class _Fields:
             raise self.error(self.dotted(key), f"= {value!r}: use a whole number >= 1")
         return value
 
-    def choice(self, key: str, allowed: tuple[str, ...], default: str | None) -> str | None:
-        value = self.text(key, default)
-        if value is not None and value not in allowed:
+    def optional_choice(self, key: str, allowed: tuple[L, ...]) -> L | None:
+        """One of ``allowed`` (typed as the Literal they come from), or None if the field is absent."""
+        value = self.text(key)
+        if value is None:
+            return None
+        found = next((a for a in allowed if a == value), None)
+        if found is None:
             raise self.error(self.dotted(key), f"= {value!r}: use {', '.join(allowed)}")
-        return value
+        return found
+
+    def choice(self, key: str, allowed: tuple[L, ...], default: L) -> L:
+        found = self.optional_choice(key, allowed)
+        return default if found is None else found
+
+    def parsed(self, key: str, options: Mapping[str, str], parse: Callable[[Mapping[str, str]], P]) -> P:
+        """``options`` through the source's or sink's own parser, its error prefixed with the file."""
+        try:
+            return parse(options)
+        except ConfigError as e:
+            raise ConfigError(f"{self.path}: {key}: {e}") from None
 
     def port(self, key: str) -> int | None:
         value = self.data.get(key)
@@ -328,10 +346,7 @@ def _trigger(fields: _Fields) -> str | None:
 
 
 def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
-    """Parse and validate a pipeline file (options of the source and sink included)."""
-    from sparkafka.sink.options import parse_sink_options
-    from sparkafka.source.options import parse_source_options
-
+    """Parse and validate a pipeline file (options of the source and sink included), each part once."""
     file = Path(path)
     try:
         data = tomllib.loads(file.read_text())
@@ -341,25 +356,59 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
         raise ConfigError(f"{file}: not valid TOML: {e}") from None
     top = _Fields(file, "", data, _TOP)
     trigger = _trigger(top)
+    for required in ("source", "sink"):
+        if required not in data:
+            raise top.error(required, f"is required (a [{required}] table with options)")
     spark = _Fields(file, "spark", data.get("spark", {}), _SECTIONS["spark"])
-    source = _Fields(file, "source", data.get("source", {}), _SECTIONS["source"])
     transform = _Fields(file, "transform", data.get("transform", {}), _SECTIONS["transform"])
-    sink = _Fields(file, "sink", data.get("sink", {}), _SECTIONS["sink"])
     metrics = _Fields(file, "metrics", data.get("metrics", {}), _SECTIONS["metrics"])
-    if "source" not in data:
-        raise top.error("source", "is required (a [source] table with options)")
-    if "sink" not in data:
-        raise top.error("sink", "is required (a [sink] table with options)")
+    source = _source(_Fields(file, "source", data["source"], _SECTIONS["source"]))
+    sink = _sink(_Fields(file, "sink", data["sink"], _SECTIONS["sink"]))
+    registry = _registry(top, data)
+    uses_registry = [
+        name
+        for name, fmt in (
+            ("source.decode", source["decode"]),
+            ("source.key_decode", source["key_decode"]),
+            ("sink.encode", sink["encode"]),
+            ("sink.key_encode", sink["key_encode"]),
+        )
+        if fmt in FORMATS
+    ]
+    if uses_registry and registry is None:
+        raise top.error("schema_registry", f"is required by {uses_registry[0]} (a table with url = ...)")
+    checkpoint = top.text("checkpoint", required=True) or ""
+    if not Path(checkpoint).is_absolute():
+        checkpoint = str(file.parent / checkpoint)
+    return PipelineConfig(
+        path=file,
+        name=top.text("name", file.stem) or file.stem,
+        checkpoint=checkpoint,
+        trigger=trigger,
+        master=spark.text("master"),
+        spark_config=spark.options("config"),
+        tables=_tables(top, data),
+        sql=transform.text("sql"),
+        metrics_port=metrics.port("port"),
+        metrics_host=metrics.text("host", "127.0.0.1") or "127.0.0.1",
+        registry=registry,
+        **source,
+        **sink,
+    )
 
-    decode = source.choice("decode", DECODES, "raw") or "raw"
+
+def _source(source: _Fields) -> dict[str, Any]:
+    """The ``[source]`` table's fields of PipelineConfig (its options parsed by the source's parser)."""
+    from sparkafka.source.options import parse_source_options
+
+    decode = source.choice("decode", DECODES, "raw")
     schema = source.text("schema")
     if decode == "json" and not schema:
         raise source.error("source.schema", "is required with decode = json (a Spark DDL schema)")
     if schema and decode != "json":
         raise source.error("source.schema", f"applies to decode = json only (decode = {decode} needs none)")
-
-    on_malformed = source.choice("on_malformed", ("flag", "skip", "fail", "dead_letter"), "flag") or "flag"
-    key_decode = source.choice("key_decode", ("string", "raw", *FORMATS), "string") or "string"
+    on_malformed = source.choice("on_malformed", ON_MALFORMED, "flag")
+    key_decode = source.choice("key_decode", KEY_DECODES, "string")
     if "key_decode" in source.data and decode not in FALLIBLE:
         raise source.error(
             "source.key_decode",
@@ -375,58 +424,38 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
         raise source.error(
             "source.dead_letter_topic", "is required with on_malformed = dead_letter, and only then"
         )
-    registry = None
-    if "schema_registry" in data:
-        table = data["schema_registry"]
-        if not isinstance(table, dict):
-            raise top.error("schema_registry", "must be a table ([schema_registry] with url = ...)")
-        expanded = {
-            k: _expand(v, top, f"schema_registry.{k}") if isinstance(v, str) else v for k, v in table.items()
-        }
-        try:
-            registry = parse_registry(expanded)
-        except ConfigError as e:
-            raise ConfigError(f"{file}: {e}") from None
-
     watermark = None
     if "watermark" in source.data:
-        w = _Fields(file, "source.watermark", source.data["watermark"], {"column", "delay"})
+        w = _Fields(source.path, "source.watermark", source.data["watermark"], {"column", "delay"})
         watermark = (w.text("column", required=True) or "", w.text("delay", required=True) or "")
+    options = source.options("options")
+    parsed = source.parsed("source.options", options, parse_source_options)
+    return {
+        "decode": decode,
+        "schema": schema,
+        "on_malformed": on_malformed,
+        "dead_letter_topic": dead_letter_topic,
+        "watermark": watermark,
+        "source_options": options,
+        "source": parsed,
+        "key_decode": key_decode,
+        "value_schema": _schema_choice(source, "", decode, parsed),
+        "key_schema": _schema_choice(source, "key_", key_decode, parsed),
+    }
 
-    tables = []
-    raw_tables = data.get("table", [])
-    if not isinstance(raw_tables, list):
-        raise top.error("table", "must be an array of tables ([[table]])")
-    for i, raw in enumerate(raw_tables):
-        t = _Fields(file, f"table[{i}]", raw, _SECTIONS["table"])
-        fmt = t.text("format", "csv") or "csv"
-        if fmt not in ("csv", "json", "parquet"):
-            raise t.error(f"table[{i}].format", f"= {fmt!r}: use csv, json or parquet")
-        table_path = Path(t.text("path", required=True) or "")
-        if not table_path.is_absolute():
-            table_path = file.parent / table_path
-        name = t.text("name", required=True) or ""
-        if name == "source" or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise t.error(f"table[{i}].name", f"= {name!r}: use a SQL identifier other than source")
-        tables.append(TableSpec(name, str(table_path), fmt))
 
-    source_options = source.options("options")
-    sink_options = sink.options("options")
-    for section, options, parse in (
-        ("source.options", source_options, parse_source_options),
-        ("sink.options", sink_options, parse_sink_options),
-    ):
-        try:
-            parse(options)
-        except ConfigError as e:
-            raise ConfigError(f"{file}: {section}: {e}") from None
+def _sink(sink: _Fields) -> dict[str, Any]:
+    """The ``[sink]`` table's fields of PipelineConfig (its options parsed by the sink's parser)."""
+    from sparkafka.sink.options import parse_sink_options
 
-    if not any(k.lower() == "topic" for k in sink_options):
+    options = sink.options("options")
+    parsed = sink.parsed("sink.options", options, parse_sink_options)
+    if parsed.topic is None:
         raise sink.error("sink.options.topic", "is required (the pipeline writes key and value columns only)")
-    encode = sink.choice("encode", FORMATS, None)
-    key_encode = sink.choice("key_encode", FORMATS, None)
+    encode = sink.optional_choice("encode", FORMATS)
+    key_encode = sink.optional_choice("key_encode", FORMATS)
     encoding = SinkEncoding(
-        strategy=sink.choice("subject_name_strategy", STRATEGIES, "topic") or "topic",  # type: ignore[arg-type]
+        strategy=sink.choice("subject_name_strategy", STRATEGIES, "topic"),
         record_name=sink.text("record_name", "topLevelRecord") or "topLevelRecord",
         record_namespace=sink.text("record_namespace", "") or "",
         auto_register=sink.flag("auto_register", True),
@@ -444,58 +473,58 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
             f"works with subject_name_strategy = topic only ({encoding.strategy} would register the key's "
             "and the value's schemas under one subject, record_name)",
         )
-    value_schema = _schema_choice(source, "", decode, source_options)
-    key_schema = _schema_choice(source, "key_", key_decode, source_options)
-    uses_registry = [
-        name
-        for name, fmt in (
-            ("source.decode", decode),
-            ("source.key_decode", key_decode),
-            ("sink.encode", encode),
-            ("sink.key_encode", key_encode),
-        )
-        if fmt in FORMATS
-    ]
-    if uses_registry and registry is None:
-        raise top.error("schema_registry", f"is required by {uses_registry[0]} (a table with url = ...)")
-    checkpoint = top.text("checkpoint", required=True) or ""
-    if not Path(checkpoint).is_absolute():
-        checkpoint = str(file.parent / checkpoint)
-    return PipelineConfig(
-        path=file,
-        name=top.text("name", file.stem) or file.stem,
-        checkpoint=checkpoint,
-        trigger=trigger,
-        master=spark.text("master"),
-        spark_config=spark.options("config"),
-        decode=decode,  # type: ignore[arg-type]
-        schema=schema,
-        registry=registry,
-        value_schema=value_schema,
-        key_decode=key_decode,  # type: ignore[arg-type]
-        key_schema=key_schema,
-        encode=encode,  # type: ignore[arg-type]
-        key_encode=key_encode,  # type: ignore[arg-type]
-        encoding=encoding,
-        watermark=watermark,
-        on_malformed=on_malformed,  # type: ignore[arg-type]
-        dead_letter_topic=dead_letter_topic,
-        source_options=source_options,
-        tables=tuple(tables),
-        sql=transform.text("sql"),
-        key=sink.text("key"),
-        value=sink.text("value", "struct(*)" if encode else "value") or "value",
-        sink_options=sink_options,
-        metrics_port=metrics.port("port"),
-        metrics_host=metrics.text("host", "127.0.0.1") or "127.0.0.1",
-    )
+    return {
+        "key": sink.text("key"),
+        "value": sink.text("value", "struct(*)" if encode else "value") or "value",
+        "sink_options": options,
+        "sink": parsed,
+        "encode": encode,
+        "key_encode": key_encode,
+        "encoding": encoding,
+    }
 
 
-def _schema_choice(
-    source: _Fields, prefix: str, decode: str, options: Mapping[str, str]
-) -> SchemaChoice | None:
-    """The reader schema a registry-format key or value is decoded with; the subject defaults to
-    ``<topic>-value`` / ``<topic>-key`` (TopicNameStrategy) when the source reads one named topic."""
+def _registry(top: _Fields, data: Mapping[str, Any]) -> RegistryConfig | None:
+    if "schema_registry" not in data:
+        return None
+    table = data["schema_registry"]
+    if not isinstance(table, dict):
+        raise top.error("schema_registry", "must be a table ([schema_registry] with url = ...)")
+    expanded = {
+        k: _expand(v, top, f"schema_registry.{k}") if isinstance(v, str) else v for k, v in table.items()
+    }
+    try:
+        return parse_registry(expanded)
+    except ConfigError as e:
+        raise ConfigError(f"{top.path}: {e}") from None
+
+
+def _tables(top: _Fields, data: Mapping[str, Any]) -> tuple[TableSpec, ...]:
+    raw_tables = data.get("table", [])
+    if not isinstance(raw_tables, list):
+        raise top.error("table", "must be an array of tables ([[table]])")
+    tables = []
+    for i, raw in enumerate(raw_tables):
+        t = _Fields(top.path, f"table[{i}]", raw, _SECTIONS["table"])
+        fmt = t.text("format", "csv") or "csv"
+        if fmt not in ("csv", "json", "parquet"):
+            raise t.error(f"table[{i}].format", f"= {fmt!r}: use csv, json or parquet")
+        table_path = Path(t.text("path", required=True) or "")
+        if not table_path.is_absolute():
+            table_path = top.path.parent / table_path
+        name = t.text("name", required=True) or ""
+        if name == "source" or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise t.error(f"table[{i}].name", f"= {name!r}: use a SQL identifier other than source")
+        tables.append(TableSpec(name, str(table_path), fmt))
+    return tuple(tables)
+
+
+def _schema_choice(source: _Fields, prefix: str, decode: str, parsed: SourceOptions) -> SchemaChoice | None:
+    """The reader schema a registry-format key or value is decoded with.
+
+    The subject defaults to ``<topic>-value`` / ``<topic>-key`` (TopicNameStrategy) when the source reads
+    one named topic.
+    """
     names = [f"{prefix}{k}" for k in _SCHEMA_CHOICE]
     if decode not in FORMATS:
         given = [n for n in names if n in source.data]
@@ -509,13 +538,12 @@ def _schema_choice(
     if schema_id is not None and (subject or version):
         raise source.error(f"source.{names[2]}", f"pins the schema: it excludes {names[0]} and {names[1]}")
     if subject is None and schema_id is None:
-        lowered = {k.lower(): v for k, v in options.items()}
-        topics = (lowered.get("subscribe") or "").split(",")
-        if "subscribe" not in lowered or len(topics) != 1 or not topics[0].strip():
+        topics = parsed.subscription.topics
+        if len(topics) != 1:
             raise source.error(
                 f"source.{names[0]}", "is required unless the source subscribes to exactly one topic"
             )
-        subject = f"{topics[0].strip()}-{'key' if prefix else 'value'}"
+        subject = f"{topics[0]}-{'key' if prefix else 'value'}"
     message = source.text(names[3])
     if message is not None and decode != "protobuf":
         raise source.error(f"source.{names[3]}", "applies to protobuf only")

@@ -9,7 +9,7 @@ per batch, never cut to a width. JSON lines (``--log-json``) carry the same fiel
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -57,14 +57,50 @@ MALFORMED_METRIC = "sparkafka_malformed"
 """The observed metric (``observedMetrics`` in a batch's progress) counting undecodable values."""
 
 
+@dataclass(frozen=True)
+class Fresh:
+    """What a poll of ``query.recentProgress`` brings that the runner has not handled yet."""
+
+    to_export: list[Mapping[str, Any]]
+    """Every new progress event, idle triggers included (the metrics exporter wants them all)."""
+    batches: list[Mapping[str, Any]]
+    """New progress events of batches that ran: one status line each."""
+    seen: int
+    """The newest batch id in ``batches`` (or the one given): pass it to the next call."""
+    exported: str
+    """The newest timestamp in ``to_export`` (or the one given): pass it to the next call."""
+
+
+def fresh_progress(recent: Sequence[Mapping[str, Any]], seen: int = -1, exported: str = "") -> Fresh:
+    """The part of ``recent`` after batch ``seen`` and timestamp ``exported``.
+
+    ``recent`` is Spark's recentProgress: oldest first, a sliding window that repeats events across polls.
+    Pure: the runner's loop calls it on every poll.
+    """
+    to_export, batches = [], []
+    for progress in recent:
+        stamp = str(progress.get("timestamp", ""))
+        if stamp > exported:
+            exported = stamp
+            to_export.append(progress)
+        if progress["batchId"] > seen and ran_batch(progress):
+            seen = progress["batchId"]
+            batches.append(progress)
+    return Fresh(to_export, batches, seen, exported)
+
+
 def ran_batch(progress: Mapping[str, Any]) -> bool:
-    """Whether a progress event reports a batch that ran (also one that read nothing but wrote, such as a
-    window closing on a watermark), not an idle trigger that found no data."""
+    """Whether a progress event reports a batch that ran, not an idle trigger that found no data.
+
+    A batch that read nothing but wrote, such as a window closing on a watermark, counts as one that ran.
+    """
     return "addBatch" in (progress.get("durationMs") or {})
 
 
 @dataclass(frozen=True)
 class BatchLine:
+    """The runner's status line for one batch that ran, as shown and as written to ``--log-json``."""
+
     batch: int
     input_rows: int
     input_per_s: float
@@ -86,6 +122,7 @@ class BatchLine:
     """Undecodable values in this batch (skipped, dead-lettered or failing it); None under ``flag``."""
 
     def to_json(self) -> str:
+        """This line as one JSON object, keys sorted (a ``--log-json`` line)."""
         return json.dumps(asdict(self), sort_keys=True)
 
 
@@ -95,6 +132,12 @@ def batch_line(
     sink_since_start: Mapping[str, int] | None,
     previous: BatchLine | None = None,
 ) -> BatchLine:
+    """The status line of a batch's progress event (driver, the runner's poll loop).
+
+    ``source_metrics`` are the group's source metrics (None without a group), ``sink_since_start`` the
+    exactly-once sink's counters since the runner started (None without that sink), and ``previous`` the
+    line before, from whose total this batch's records out are counted.
+    """
     sources = progress.get("sources") or [{}]
     duration_ms = int((progress.get("durationMs") or {}).get("triggerExecution", 0))
     total = None if sink_since_start is None else sink_since_start.get("records", 0)
@@ -140,6 +183,7 @@ def _show(value: object) -> str:
 
 
 def render_status(name: str, line: BatchLine | None, state: str) -> Any:
+    """The runner's live rich table: pipeline ``name`` in ``state`` and its latest batch line (or dashes)."""
     from rich.table import Table
 
     table = Table(title=f"sparkafka pipeline {name}: {state}", show_header=True)
@@ -166,6 +210,7 @@ def render_status(name: str, line: BatchLine | None, state: str) -> Any:
 
 
 def render_summary(name: str, lines: list[BatchLine]) -> Any:
+    """The rich table the runner prints at the end: a summary of the batches that ran."""
     from rich.table import Table
 
     table = Table(title=f"pipeline {name}: summary")

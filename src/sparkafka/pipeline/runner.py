@@ -1,340 +1,50 @@
-"""Running a pipeline file: build the query, show progress, stop gracefully on Ctrl-C, resume on rerun."""
+"""Running a pipeline file: start the planned query, show progress, stop on Ctrl-C, resume on rerun.
+
+Runs in the driver (``sparkafka run``). What the query is lives in ``plan``; what a batch's progress shows
+lives in ``progress`` (pure functions, unit-tested); this module is the loop between them and Spark.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import signal
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from sparkafka.clientconf import mask_secrets
 from sparkafka.errors import ConfigError, RegistryError
-from sparkafka.pipeline.config import FALLIBLE, PipelineConfig
+from sparkafka.pipeline.config import PipelineConfig
+from sparkafka.pipeline.plan import build_query, first_line
 from sparkafka.pipeline.progress import (
-    MALFORMED_METRIC,
     BatchLine,
+    Fresh,
     batch_line,
+    fresh_progress,
     plain_line,
     plain_summary,
-    ran_batch,
     render_status,
     render_summary,
 )
-from sparkafka.pipeline.session import describe_master
-from sparkafka.registry.client import FORMATS, subject_name
 
-__all__ = ["build_query", "describe_plan", "run_pipeline", "source_frame"]
+if TYPE_CHECKING:
+    from sparkafka.prometheus import Exporter
+
+__all__ = ["run_pipeline"]
 
 log = logging.getLogger(__name__)
 
-KAFKA_COLUMNS = (
-    "key AS _key",
-    "topic AS _topic",
-    "partition AS _partition",
-    "offset AS _offset",
-    "timestamp AS _timestamp",
-)
-
-
-def source_frame(spark: Any, cfg: PipelineConfig) -> Any:
-    """The decoded source, as the view ``source`` shows it to the SQL."""
-    reader = spark.readStream.format("sparkafka")
-    for key, value in cfg.source_options.items():
-        reader = reader.option(key, value)
-    if cfg.on_malformed == "dead_letter":  # a dead letter keeps the original record's headers
-        reader = reader.option("includeHeaders", "true")
-    raw = reader.load()
-    if cfg.decode == "raw":
-        return raw
-    if cfg.decode == "string":
-        return raw.selectExpr(
-            "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value", *KAFKA_COLUMNS[1:]
-        )
-    raw = _decode_key(raw, cfg)
-    extra = ["headers AS _raw_headers"] if cfg.on_malformed == "dead_letter" else []
-    if cfg.decode in FORMATS:
-        return _registry_frame(raw, cfg, extra)
-    schema = f"{cfg.schema}, _corrupt STRING"
-    with _field(cfg, "source.schema"):
-        parsed = raw.selectExpr(
-            f"from_json(CAST(value AS STRING), '{_quote(schema)}', "
-            "map('columnNameOfCorruptRecord', '_corrupt', 'mode', 'PERMISSIVE')) AS _data",
-            "_key",
-            "_key_error",
-            "key AS _raw_key",
-            "value AS _raw_value",
-            *KAFKA_COLUMNS[1:],
-            *extra,
-        )
-    return parsed.selectExpr(
-        "_data.*",
-        "_data._corrupt IS NOT NULL OR _key_error IS NOT NULL AS _malformed",
-        "coalesce(_key_error, CASE WHEN _data._corrupt IS NOT NULL THEN "
-        f"'{_quote(_json_reason(cfg))}' END) AS _decode_error",
-        "_key",
-        "_topic",
-        "_partition",
-        "_offset",
-        "_timestamp",
-        "_raw_key",
-        "_raw_value",
-        *(["_raw_headers"] if extra else []),
-    ).drop("_corrupt")
-
-
-def _json_reason(cfg: PipelineConfig) -> str:
-    return f"the value is not JSON of source.schema ({cfg.schema})"
-
-
-def _decode_key(raw: Any, cfg: PipelineConfig) -> Any:
-    """``raw`` with ``_key`` (the key as ``source.key_decode`` says) and ``_key_error`` (why not, or null)."""
-    from pyspark.sql import functions as sf
-
-    if cfg.key_decode not in FORMATS:
-        key = sf.col("key") if cfg.key_decode == "raw" else sf.col("key").cast("string")
-        return raw.withColumn("_key", key).withColumn("_key_error", sf.lit(None).cast("string"))
-    from sparkafka.registry.spark import decode_column
-
-    decoded = decode_column(sf.col("key"), _decode_spec(cfg, "key"), "column")
-    return (
-        raw.withColumn("_kdec", decoded)
-        .withColumn("_key", sf.col("_kdec.value"))
-        .withColumn("_key_error", sf.col("_kdec.error"))
-        .drop("_kdec")
-    )
-
-
-def _decode_spec(cfg: PipelineConfig, what: str) -> Any:
-    """The reader schema of the key or value, from the registry now (driver, plan time)."""
-    from sparkafka.registry.spark import decode_spec
-
-    fmt = cfg.key_decode if what == "key" else cfg.decode
-    choice = cfg.key_schema if what == "key" else cfg.value_schema
-    assert cfg.registry is not None  # load_pipeline requires it
-    assert choice is not None
-    field = f"source.{'key_' if what == 'key' else ''}subject"
-    with _field(cfg, field):
-        return decode_spec(
-            cfg.registry,
-            fmt,
-            choice.subject,
-            choice.version,
-            choice.schema_id,
-            what=what,
-            message=choice.message,
-        )
-
-
-def _registry_frame(raw: Any, cfg: PipelineConfig, extra: list[str]) -> Any:
-    """The source view of a registry-format value: the reader schema's fields as columns (a value of a
-    primitive schema as the column ``value``), ``_malformed`` and ``_decode_error`` for on_malformed."""
-    from pyspark.sql import functions as sf
-
-    from sparkafka.registry.spark import decode_column
-
-    spec = _decode_spec(cfg, "value")
-    framed = raw.withColumn("_dec", decode_column(sf.col("value"), spec, "column"))
-    is_struct = framed.schema["_dec"].dataType["value"].dataType.typeName() == "struct"
-    return framed.selectExpr(
-        "_dec.value.*" if is_struct else "_dec.value AS value",
-        "_dec.error IS NOT NULL OR _key_error IS NOT NULL AS _malformed",
-        "coalesce(_key_error, _dec.error) AS _decode_error",
-        "_key",
-        *KAFKA_COLUMNS[1:],
-        "key AS _raw_key",
-        "value AS _raw_value",
-        *extra,
-    )
-
-
-HEADERS_TYPE = "array<struct<key: string, value: binary>>"
-DEAD_LETTER_ERROR_CLASSES = {
-    "json": "UndecodableJson",
-    "avro": "UndecodableAvro",
-    "protobuf": "UndecodableProtobuf",
-    "json_schema": "UndecodableJsonSchema",
-}
-
-
-def dead_letter_headers(cfg: PipelineConfig) -> str:
-    """The SQL for a dead letter's headers: the original record's, then where it came from and why.
-
-    Names follow Kafka Connect's ``__connect.errors.*`` context headers, under ``sparkafka.error.``; values
-    are UTF-8 text (partition and offset in decimal), so any consumer can read them.
-    """
-    context = {
-        "sparkafka.error.topic": "_topic",
-        "sparkafka.error.partition": "CAST(_partition AS STRING)",
-        "sparkafka.error.offset": "CAST(_offset AS STRING)",
-        "sparkafka.error.class": f"'{DEAD_LETTER_ERROR_CLASSES.get(cfg.decode, 'UndecodableKey')}'",
-        "sparkafka.error.message": "_decode_error",
-        "sparkafka.error.pipeline": f"'{_quote(cfg.name)}'",
-    }
-    added = ", ".join(
-        f"named_struct('key', '{name}', 'value', CAST({expr} AS BINARY))" for name, expr in context.items()
-    )
-    return f"concat(coalesce(_raw_headers, CAST(array() AS {HEADERS_TYPE})), array({added}))"
-
-
-def _split_malformed(src: Any, cfg: PipelineConfig) -> tuple[Any, Any | None]:
-    """(rows for the SQL, dead-letter rows or None) under ``source.on_malformed``; counts undecodable rows."""
-    from pyspark.sql import functions as sf
-
-    if cfg.on_malformed == "flag" or (cfg.decode not in FALLIBLE and cfg.key_decode not in FORMATS):
-        return src, None
-    count = sf.count(sf.when(sf.col("_malformed"), 1)).alias("n")
-    if cfg.on_malformed == "dead_letter":
-        bad = src.where("_malformed").observe(MALFORMED_METRIC, count)
-        dead = bad.selectExpr(
-            "_raw_key AS key",
-            "_raw_value AS value",
-            f"'{_quote(cfg.dead_letter_topic)}' AS topic",
-            "_timestamp AS timestamp",
-            f"{dead_letter_headers(cfg)} AS headers",
-        )
-        return src.where("NOT _malformed"), dead
-    counted = src.observe(MALFORMED_METRIC, count)
-    if cfg.on_malformed == "skip":
-        return counted.where("NOT _malformed"), None
-    # fail: the batch fails before anything is committed, naming the record (raise_error runs per row).
-    return counted.where(
-        "CASE WHEN _malformed THEN raise_error(concat('undecodable record at ', _topic, '-', "
-        "_partition, ' offset ', _offset, ': ', _decode_error, ' (source.on_malformed = fail; use skip or "
-        "dead_letter to go on)')) ELSE true END"
-    ), None
-
-
-@contextlib.contextmanager
-def _field(cfg: PipelineConfig, field: str) -> Iterator[None]:
-    """Spark's analysis and parse errors, as one sentence naming the pipeline file and field."""
-    try:
-        yield
-    except Exception as e:  # AnalysisException, ParseException and the like, from the JVM
-        raise ConfigError(f"{cfg.path}: {field}: {first_line(str(e))}") from None
-
-
-def first_line(text: str) -> str:
-    """The sentence that matters in a Spark error: sparkafka's own error if one is inside, else line one."""
-    ours = re.findall(r"sparkafka\.errors\.\w+: (.+)", text)
-    if ours:
-        return str(ours[-1]).strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0] if lines else text
-
-
-def _quote(text: str | None) -> str:
-    """``text`` inside a single-quoted Spark SQL literal (which reads backslash escapes)."""
-    return (text or "").replace("\\", "\\\\").replace("'", "\\'")
-
-
-def _output(spark: Any, cfg: PipelineConfig, dry_run: bool = False) -> Any:
-    src, dead = _split_malformed(source_frame(spark, cfg), cfg)
-    if cfg.watermark:
-        src = src.withWatermark(*cfg.watermark)
-    src.createOrReplaceTempView("source")
-    for i, table in enumerate(cfg.tables):
-        reader = spark.read.format(table.format)
-        if table.format == "csv":
-            reader = reader.option("header", "true").option("inferSchema", "true")
-        with _field(cfg, f"table[{i}]"):
-            reader.load(table.path).createOrReplaceTempView(table.name)
-    with _field(cfg, "transform.sql"):
-        df = spark.sql(cfg.sql) if cfg.sql else src
-    with _field(cfg, "sink.value"):
-        out = df.selectExpr(f"{cfg.value} AS value")
-    if cfg.key:
-        with _field(cfg, "sink.key"):
-            out = df.selectExpr(f"{cfg.key} AS key", f"{cfg.value} AS value")
-    out = _encode(out, cfg, dry_run)
-    if dead is None:
-        return out
-    # Dead letters go through the same sink, so into the same Kafka transactions as the batch's output.
-    key = "CAST(key AS BINARY) AS key" if cfg.key else "CAST(NULL AS BINARY) AS key"
-    good = out.selectExpr(
-        key,
-        "CAST(value AS BINARY) AS value",
-        "CAST(NULL AS STRING) AS topic",
-        "CAST(NULL AS TIMESTAMP) AS timestamp",  # the producer's time, as without dead letters
-        f"CAST(NULL AS {HEADERS_TYPE}) AS headers",
-    )
-    return good.unionByName(dead)
-
-
-def _encode(out: Any, cfg: PipelineConfig, dry_run: bool = False) -> Any:
-    """``out`` with its value (and key) encoded as ``sink.encode`` (``key_encode``) says; the schema is
-    derived from the SQL's type and registered, or looked up, now (driver, when the query is planned).
-    ``dry_run`` (``--dry-run``) registers nothing."""
-    from sparkafka.registry.spark import encode_column, encode_spec
-
-    for column, fmt in (("value", cfg.encode), ("key", cfg.key_encode)):
-        if fmt is None:
-            continue
-        field = "sink.encode" if column == "value" else "sink.key_encode"
-        if column not in out.columns:
-            raise ConfigError(f"{cfg.path}: {field}: there is no {column} to encode (set sink.{column})")
-        assert cfg.registry is not None  # load_pipeline requires it
-        enc = cfg.encoding
-        subject = subject_name(enc.strategy, cfg.sink_topic, enc.full_name, column)
-        with _field(cfg, field):
-            spec = encode_spec(
-                cfg.registry,
-                fmt,
-                subject,
-                out.schema[column].dataType,
-                auto_register=enc.auto_register,
-                use_latest_version=enc.use_latest_version,
-                record_name=enc.record_name,
-                namespace=enc.record_namespace,
-                what=column,
-                dry_run=dry_run,
-            )
-        out = out.withColumn(column, encode_column(column, spec))
-    return out
-
-
-def build_query(spark: Any, cfg: PipelineConfig) -> Any:
-    """Start the streaming query the pipeline file declares."""
-    writer = _output(spark, cfg).writeStream.format("sparkafka").queryName(cfg.name.replace("-", "_"))
-    for key, value in cfg.sink_options.items():
-        writer = writer.option(key, value)
-    writer = writer.option("checkpointLocation", cfg.checkpoint)
-    writer = writer.trigger(processingTime=cfg.trigger) if cfg.trigger else writer.trigger(availableNow=True)
-    return writer.start()
-
-
-def describe_plan(spark: Any, cfg: PipelineConfig) -> str:
-    """The resolved options (secrets masked) and the output schema, for ``--dry-run``."""
-    lines = [
-        f"pipeline {cfg.name} ({cfg.path})",
-        f"checkpoint: {cfg.checkpoint}",
-        f"trigger: {cfg.trigger or 'availableNow'}",
-        f"spark: master {describe_master(spark)}, config in effect {_effective(spark, cfg.spark_config)}",
-        f"source ({cfg.decode}): {mask_secrets(cfg.source_options)}",
-        f"view source: {source_frame(spark, cfg).schema.simpleString()}",
-    ]
-    lines += [f"table {t.name}: {t.format} {t.path}" for t in cfg.tables]
-    lines.append(f"output: {_output(spark, cfg, dry_run=True).schema.simpleString()}")
-    lines.append(f"sink: {mask_secrets(cfg.sink_options)}")
-    return "\n".join(lines)
-
-
-def _effective(spark: Any, wanted: Mapping[str, str]) -> dict[str, str | None]:
-    """What the running Spark has for each ``[spark.config]`` key (it must be what the file says)."""
-    conf = spark.sparkContext.getConf()
-    return {key: conf.get(key) for key in wanted}
-
 
 def _sink_delta(cfg: PipelineConfig, query_id: str, start: Mapping[str, int] | None) -> dict[str, int] | None:
-    """This query's exactly-once sink counters since the runner started (other queries of the prefix, and
-    earlier runs, are not counted)."""
+    """This query's exactly-once sink counters since the runner started.
+
+    Other queries of the prefix, and earlier runs, are not counted.
+    """
     import sparkafka
 
-    prefix = cfg.transactional_id_prefix
+    prefix = cfg.sink.transactional_id_prefix
     if prefix is None or start is None:
         return None
     now = sparkafka.sink_metrics(prefix, query_id)
@@ -348,42 +58,19 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
     status table refreshes in place; otherwise one plain line per batch. The last line of a failure is
     sparkafka's own one-sentence error.
     """
-    from rich.console import Console
-    from rich.live import Live
-    from rich.markup import escape
-
-    import sparkafka
     from sparkafka.pipeline.session import pipeline_spark, stop_spark
 
-    tty = out.isatty()
-    console = Console(file=out)
-
-    def say(text: str, style: str = "") -> None:
-        if tty:
-            console.print(f"[{style}]{escape(text)}[/{style}]" if style else escape(text))
-        else:
-            print(text, file=out, flush=True)
-
+    screen = _Screen(out, cfg.name, log_json)
     stop = threading.Event()
     warning = cfg.timeout_warning()
     if warning:
-        say(f"warning: {warning}", "yellow")
-    lines: list[BatchLine] = []
-    exporter = server = None
-    if cfg.metrics_port is not None:  # before Spark starts: a port in use fails at once
-        from sparkafka.prometheus import Exporter, start_server
-
-        query_name = cfg.name.replace("-", "_")
-        exporter = Exporter(
-            groups={query_name: cfg.group_id} if cfg.group_id else None, malformed_action=cfg.on_malformed
-        )
-        try:
-            server = start_server(exporter, cfg.metrics_port, cfg.metrics_host)
-        except ConfigError as e:
-            print(f"sparkafka run: {cfg.path}: metrics.port: {e}", file=out, flush=True)
-            return 2
-        say(f"Prometheus metrics on http://{server.host}:{server.port}/metrics")
-    json_file = Path(log_json).open("a") if log_json else None  # noqa: SIM115 - closed in finally
+        screen.say(f"warning: {warning}", "yellow")
+    try:
+        exporter, server = _start_metrics(cfg, screen)  # before Spark starts: a port in use fails at once
+    except ConfigError as e:
+        print(f"sparkafka run: {cfg.path}: metrics.port: {e}", file=out, flush=True)
+        screen.close()
+        return 2
     spark = pipeline_spark(cfg)
     # After Spark starts: SparkContext installs a SIGINT handler (cancel all jobs) that this replaces, so
     # Ctrl-C only asks for a stop between batches. The JVM ignores SIGINT (PySpark starts it so).
@@ -394,50 +81,11 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
     code = 0
     try:
         query = build_query(spark, cfg)
-        prefix = cfg.transactional_id_prefix
-        sink_start = sparkafka.sink_metrics(prefix, query.id) if prefix else None
         if exporter is not None:
             exporter.begin(query.id)
-        say(f"pipeline {cfg.name} started; checkpoint {cfg.checkpoint}; Ctrl-C stops after the batch")
-        seen = -1
-        exported = ""  # the newest progress timestamp given to the exporter (idle triggers included)
-        live = Live(render_status(cfg.name, None, "starting"), console=console, auto_refresh=False)
-        with live if tty else contextlib.nullcontext():
-            while query.isActive and not stop.is_set():
-                try:
-                    query.awaitTermination(poll_s)
-                except Exception:  # the query failed; reported below from query.exception()
-                    break
-                for progress in query.recentProgress:
-                    if exporter is not None and str(progress.get("timestamp", "")) > exported:
-                        exported = str(progress.get("timestamp", ""))
-                        exporter.observe(progress)
-                    if progress["batchId"] <= seen or not ran_batch(progress):
-                        continue
-                    seen = progress["batchId"]
-                    group = cfg.group_id
-                    line = batch_line(
-                        progress,
-                        sparkafka.source_metrics(group) if group else None,
-                        _sink_delta(cfg, query.id, sink_start),
-                        lines[-1] if lines else None,
-                    )
-                    lines.append(line)
-                    if not tty:
-                        print(plain_line(line), file=out, flush=True)
-                    if json_file:
-                        json_file.write(line.to_json() + "\n")
-                        json_file.flush()
-                if tty:
-                    live.update(
-                        render_status(cfg.name, lines[-1] if lines else None, "running"), refresh=True
-                    )
-            if stop.is_set() and query.isActive:
-                if tty:
-                    live.update(
-                        render_status(cfg.name, lines[-1] if lines else None, "stopping"), refresh=True
-                    )
-                _stop_between_batches(query)
+        screen.say(f"pipeline {cfg.name} started; checkpoint {cfg.checkpoint}; Ctrl-C stops after the batch")
+        with screen.live():
+            _watch(query, cfg, screen, exporter, stop=stop, poll_s=poll_s)
         if query.exception() is not None:
             failure, code = f"query failed: {first_line(str(query.exception()))}", 1
     except (ConfigError, RegistryError) as e:  # the plan is wrong (SQL, schema, columns, registry)
@@ -446,17 +94,130 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
         if query is not None and query.isActive:
             query.stop()
         stop_spark(spark)
-        if json_file:
-            json_file.close()
+        screen.close()
         if server is not None:
             server.close()
-    if tty:
-        console.print(render_summary(cfg.name, lines))
-    else:
-        print(plain_summary(cfg.name, lines), file=out, flush=True)
-    if failure:
-        print(f"sparkafka run: {failure}", file=out, flush=True)  # the last line, whatever came before
+    screen.summary(failure)
     return code
+
+
+def _start_metrics(cfg: PipelineConfig, screen: _Screen) -> tuple[Exporter | None, Any]:
+    """The Prometheus exporter and its HTTP server, or (None, None) without ``[metrics] port``."""
+    if cfg.metrics_port is None:
+        return None, None
+    from sparkafka.prometheus import Exporter, start_server
+
+    query_name = cfg.name.replace("-", "_")
+    group = cfg.source.group_id
+    exporter = Exporter(groups={query_name: group} if group else None, malformed_action=cfg.on_malformed)
+    server = start_server(exporter, cfg.metrics_port, cfg.metrics_host)
+    screen.say(f"Prometheus metrics on http://{server.host}:{server.port}/metrics")
+    return exporter, server
+
+
+def _watch(
+    query: Any, cfg: PipelineConfig, screen: _Screen, exporter: Exporter | None, *, stop: Any, poll_s: float
+) -> None:
+    """Poll the query's progress until it ends or ``stop`` is set (then stop it between batches)."""
+    import sparkafka
+
+    prefix = cfg.sink.transactional_id_prefix
+    sink_start = sparkafka.sink_metrics(prefix, query.id) if prefix else None
+    group = cfg.source.group_id
+    fresh = Fresh([], [], -1, "")
+    while query.isActive and not stop.is_set():
+        try:
+            query.awaitTermination(poll_s)
+        except Exception:  # noqa: BLE001 - the query failed; reported from query.exception()
+            break
+        fresh = fresh_progress(query.recentProgress, fresh.seen, fresh.exported)
+        if exporter is not None:
+            exporter.observe_all(fresh.to_export)
+        for progress in fresh.batches:
+            screen.batch(
+                batch_line(
+                    progress,
+                    sparkafka.source_metrics(group) if group else None,
+                    _sink_delta(cfg, query.id, sink_start),
+                    screen.last,
+                )
+            )
+        screen.status("running")
+    if stop.is_set() and query.isActive:
+        screen.status("stopping")
+        _stop_between_batches(query)
+
+
+class _Screen:
+    """Where the runner reports: a live rich table on a terminal, one plain line per batch otherwise.
+
+    It also appends ``--log-json`` lines. The last line printed is always the failure's sentence, if any.
+    """
+
+    def __init__(self, out: TextIO, name: str, log_json: str | None) -> None:
+        from rich.console import Console
+
+        self.out, self.name, self.tty = out, name, out.isatty()
+        self.console = Console(file=out)
+        self.lines: list[BatchLine] = []
+        self.json_file = Path(log_json).open("a") if log_json else None  # noqa: SIM115 - closed in close()
+        self._live: Any = None
+
+    @property
+    def last(self) -> BatchLine | None:
+        return self.lines[-1] if self.lines else None
+
+    def say(self, text: str, style: str = "") -> None:
+        from rich.markup import escape
+
+        if self.tty:
+            self.console.print(f"[{style}]{escape(text)}[/{style}]" if style else escape(text))
+        else:
+            print(text, file=self.out, flush=True)
+
+    @contextlib.contextmanager
+    def live(self) -> Iterator[None]:
+        """The refreshing status table on a terminal; nothing otherwise."""
+        if not self.tty:
+            yield
+            return
+        from rich.live import Live
+
+        with Live(
+            render_status(self.name, None, "starting"), console=self.console, auto_refresh=False
+        ) as live:
+            self._live = live
+            try:
+                yield
+            finally:
+                self._live = None
+
+    def status(self, state: str) -> None:
+        if self._live is not None:
+            self._live.update(render_status(self.name, self.last, state), refresh=True)
+
+    def batch(self, line: BatchLine) -> None:
+        self.lines.append(line)
+        if not self.tty:
+            print(plain_line(line), file=self.out, flush=True)
+        if self.json_file is not None:
+            self.json_file.write(line.to_json() + "\n")
+            self.json_file.flush()
+
+    def close(self) -> None:
+        if self.json_file is not None:
+            self.json_file.close()
+            self.json_file = None
+
+    def summary(self, failure: str | None) -> None:
+        if self.tty:
+            self.console.print(render_summary(self.name, self.lines))
+        else:
+            print(plain_summary(self.name, self.lines), file=self.out, flush=True)
+        if failure:
+            print(
+                f"sparkafka run: {failure}", file=self.out, flush=True
+            )  # the last line, whatever came before
 
 
 def _stop_between_batches(query: Any, timeout_s: float = 120.0) -> None:

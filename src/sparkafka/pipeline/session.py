@@ -100,7 +100,7 @@ def stop_spark(session: Any, timeout_s: float = 30.0) -> None:
         proc.stdin.close()
     try:
         proc.wait(timeout=timeout_s)
-    except Exception:  # subprocess.TimeoutExpired: the JVM ignored its closed stdin
+    except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired: the JVM ignored its closed stdin
         proc.kill()
         proc.wait()
 

@@ -79,13 +79,18 @@ _PRIMITIVES = {
 
 
 def arrow_type(schema: Any, named: dict[str, Any] | None = None) -> pa.DataType:
-    """The Arrow type of a parsed Avro schema (parsed with its logical types): records are structs, unions
-    with null nullable, timestamp-millis millisecond timestamps (``spark_ready`` makes them microseconds).
-    ``named``: the named types of the schemas it references (``parse``'s ``named``)."""
+    """The Arrow type of a parsed Avro schema (parsed with its logical types).
+
+    Records are structs, unions with null nullable, timestamp-millis millisecond timestamps
+    (``spark_ready`` makes them microseconds). ``named``: the named types of the schemas it references
+    (``parse``'s ``named``).
+    """
     return _arrow(schema, dict(named or {}), "")
 
 
-def _arrow(schema: Any, named: dict[str, Any], path: str) -> pa.DataType:  # noqa: PLR0911 - a return per type
+def _arrow(  # noqa: PLR0911, PLR0912 - a branch per Avro type
+    schema: Any, named: dict[str, Any], path: str
+) -> pa.DataType:
     where = path or "the top level"
     if isinstance(schema, str):
         if schema in _PRIMITIVES:
@@ -148,8 +153,11 @@ _UNITS = {"timestamp-millis", "timestamp-micros"}
 def unit_mismatch(
     writer: Any, reader: Any, w_named: dict[str, Any], r_named: dict[str, Any], path: str = ""
 ) -> str | None:
-    """The first field where the writer has timestamp-millis and the reader timestamp-micros (or the other
-    way), or None. Avro's resolution allows it (both are longs); the values would be off by 1000x."""
+    """The first field where the writer has timestamp-millis and the reader timestamp-micros, or None.
+
+    The other way round counts too. Avro's resolution allows it (both are longs); the values would be
+    off by 1000x.
+    """
 
     def resolve(s: Any, named: dict[str, Any]) -> Any:
         if isinstance(s, str) and s in named:
@@ -221,7 +229,9 @@ def derive(t: pa.DataType, name: str, namespace: str = "") -> str:
     return json.dumps(schema, separators=(",", ":"))
 
 
-def _avro(t: pa.DataType, name: str, namespace: str, top: bool = False) -> Any:  # noqa: PLR0911 - per type
+def _avro(  # noqa: PLR0911, PLR0912 - a branch per Arrow type
+    t: pa.DataType, name: str, namespace: str, top: bool = False
+) -> Any:
     if pa.types.is_struct(t):
         fields = []
         for f in t:

@@ -60,6 +60,7 @@ class RegistryConfig:
     """Per HTTP request; the client retries 5xx and 429 answers within it."""
 
     def __repr__(self) -> str:
+        """The settings that are set, with the secrets and any user info in the URL masked."""
         secret = {"basic_auth_user_info", "ssl_key_password"}
         shown = ", ".join(
             f"{k}={_MASK if k in secret else v!r}" for k, v in vars(self).items() if v is not None
@@ -273,8 +274,11 @@ STRATEGIES: tuple[SubjectStrategy, ...] = ("topic", "record", "topic_record")
 
 
 def subject_name(strategy: SubjectStrategy, topic: str | None, record: str, what: str = "value") -> str:
-    """Confluent's subject name strategies: TopicNameStrategy ``<topic>-value``, RecordNameStrategy
-    ``<record full name>``, TopicRecordNameStrategy ``<topic>-<record full name>``."""
+    """The subject name for ``what`` (value or key) under one of Confluent's subject name strategies.
+
+    TopicNameStrategy ``<topic>-value`` (``<topic>-key``), RecordNameStrategy ``<record full name>``,
+    TopicRecordNameStrategy ``<topic>-<record full name>``.
+    """
     if strategy == "record":
         return record
     if topic is None:

@@ -215,7 +215,7 @@ def decode_values(spec: DecodeSpec, values: list[bytes | None]) -> tuple[list[An
             errors.append(f"{spec.format} {spec.what}: {e}")
         except (RegistryError, ConfigError):
             raise
-        except Exception as e:  # whatever a corrupt payload makes fastavro, protobuf or json raise
+        except Exception as e:  # noqa: BLE001 - whatever a corrupt payload makes fastavro, protobuf or json raise
             out.append(None)
             errors.append(
                 f"{spec.format} {spec.what}: undecodable with schema id {schema_id}: {type(e).__name__}: {e}"
@@ -278,7 +278,7 @@ def encode_values(spec: EncodeSpec, values: list[Any]) -> list[bytes | None]:
             continue
         try:
             out.append(encode(v))
-        except Exception as e:  # fastavro's and protobuf's errors for a value the schema does not allow
+        except Exception as e:  # noqa: BLE001 - fastavro's and protobuf's errors for a value the schema does not allow
             raise RegistryError(
                 f"cannot encode a {spec.what} with {spec.format} schema id {spec.writer.schema_id}"
                 f"{_subject(spec.writer)}: {type(e).__name__}: {e}"

@@ -55,7 +55,7 @@ def _resolve(node: dict[str, Any], root: dict[str, Any], path: str) -> dict[str,
     return target
 
 
-def _arrow(  # noqa: PLR0911 - a return per JSON type
+def _arrow(  # noqa: PLR0911, PLR0912 - a branch per JSON Schema type
     node: Any, root: dict[str, Any], path: str, refs: tuple[str, ...]
 ) -> pa.DataType:
     where = path or "the top level"

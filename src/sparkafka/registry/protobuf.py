@@ -62,9 +62,11 @@ def file_proto(text: str, name: str) -> Any:
 
 
 def descriptor(files: list[tuple[str, str]], indexes: list[int] | str | None) -> Any:
-    """A message Descriptor in the last of ``files`` ((import name, base64 text) with dependencies first,
-    as ``codec`` collects them from the registry's references): at the message-index path ``indexes``,
-    or by name (full or simple; None: the file's first message)."""
+    """A message Descriptor in the last of ``files``: at the message-index path ``indexes``, or by name.
+
+    ``files`` are (import name, base64 text) with dependencies first, as ``codec`` collects them from the
+    registry's references. A name is full or simple; None means the file's first message.
+    """
     pool = _pool()
     for name, text in files:
         if name.startswith("google/protobuf/"):
@@ -173,7 +175,7 @@ def _field_type(field: Any, seen: tuple[str, ...]) -> pa.DataType:
 
 
 def _to_python(desc: Any) -> Callable[[Any], Any]:
-    """message -> dict of Python values in the shape of ``arrow_type(desc)``."""
+    """A converter from a ``desc`` message to a dict of Python values shaped as ``arrow_type(desc)``."""
     if desc.full_name == TIMESTAMP:
         return lambda m: _EPOCH + dt.timedelta(seconds=m.seconds, microseconds=m.nanos // 1000)
     converters: list[tuple[str, bool, Callable[[Any], Any]]] = []
@@ -227,8 +229,10 @@ def _identity(v: Any) -> Any:
 
 
 def _signed64(v: int) -> int:
-    """A uint64 as Spark's long holds it: the same 64 bits, as Java's Protobuf reads it (above 2**63-1
-    negative)."""
+    """A uint64 as Spark's long holds it: the same 64 bits, as Java's Protobuf reads it.
+
+    Values above 2**63-1 come out negative.
+    """
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
@@ -271,28 +275,33 @@ def _fill(message: Any, desc: Any, value: Any) -> None:
         if v is None:
             continue
         if _is_map(field):
-            target = getattr(message, field.name)
-            entry = field.message_type.fields_by_name["value"]
-            for k, item in v.items() if isinstance(v, dict) else v:
-                if item is None:
-                    continue
-                if entry.message_type is not None:
-                    _fill(target[k], entry.message_type, item)
-                else:
-                    target[k] = _scalar(entry, item)
+            _fill_map(getattr(message, field.name), field.message_type.fields_by_name["value"], v)
         elif field.is_repeated:
-            target = getattr(message, field.name)
-            for item in v:
-                if item is None:
-                    continue
-                if field.message_type is not None:
-                    _fill(target.add(), field.message_type, item)
-                else:
-                    target.append(_scalar(field, item))
+            _fill_list(getattr(message, field.name), field, v)
         elif field.message_type is not None:
             _fill(getattr(message, field.name), field.message_type, v)
         else:
             setattr(message, field.name, _scalar(field, v))
+
+
+def _fill_map(target: Any, entry: Any, v: Any) -> None:
+    for k, item in v.items() if isinstance(v, dict) else v:
+        if item is None:
+            continue
+        if entry.message_type is not None:
+            _fill(target[k], entry.message_type, item)
+        else:
+            target[k] = _scalar(entry, item)
+
+
+def _fill_list(target: Any, field: Any, v: Any) -> None:
+    for item in v:
+        if item is None:
+            continue
+        if field.message_type is not None:
+            _fill(target.add(), field.message_type, item)
+        else:
+            target.append(_scalar(field, item))
 
 
 def _scalar(field: Any, v: Any) -> Any:

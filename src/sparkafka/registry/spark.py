@@ -45,8 +45,11 @@ OnError = Literal["fail", "null", "column"]
 
 
 def SchemaRegistry(url: str, **settings: Any) -> RegistryConfig:
-    """Registry settings: ``url``, ``basic_auth_user_info`` ("user:password"), ``ssl_ca_location``,
-    ``ssl_certificate_location``, ``ssl_key_location``, ``ssl_key_password``, ``timeout_s``."""
+    """Schema Registry connection settings, checked now (an unknown setting raises ConfigError).
+
+    Settings: ``url``, ``basic_auth_user_info`` ("user:password"), ``ssl_ca_location``,
+    ``ssl_certificate_location``, ``ssl_key_location``, ``ssl_key_password``, ``timeout_s``.
+    """
     return parse_registry({"url": url, **settings}, where="SchemaRegistry")
 
 
@@ -74,8 +77,10 @@ def decode_spec(
     what: str = "value",
     message: str | None = None,
 ) -> DecodeSpec:
-    """The reader side, resolved now (driver): by ``schema_id``, or ``subject`` at ``version`` or latest;
-    ``message`` picks the Protobuf message (default the schema's first)."""
+    """The reader side, resolved now (driver): by ``schema_id``, or ``subject`` at ``version`` or latest.
+
+    ``message`` picks the Protobuf message (default the schema's first).
+    """
     cfg = _registry(registry)
     reader = latest_or_pinned(cfg, _format(fmt), subject, version, schema_id)
     if message is not None and reader.format != "protobuf":

@@ -24,6 +24,10 @@ class InjectedFaultError(SparkafkaError):
 
 
 def fault_point(name: str) -> None:
+    """Fault point ``name``: pause or raise here if the test environment asks for it, else nothing.
+
+    Acts once per marker file, across processes (see the module docstring).
+    """
     spec = os.environ.get("SPARKAFKA_TEST_FAULT")
     if not spec:
         return

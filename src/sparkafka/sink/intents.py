@@ -66,6 +66,7 @@ CLAIM_KEY = "#claim"
 
 
 def intent_topic(prefix: str) -> str:
+    """The name of the commit-intent log of transactional-id prefix ``prefix``."""
     return f"{INTERNAL_TOPIC_PREFIX}intents-{prefix}"
 
 
@@ -88,9 +89,11 @@ class IntentRecord:
     """Wall-clock time of writing, in ms: shows when the owner of the prefix was last active."""
 
     def key(self) -> bytes:
+        """The record's Kafka key: the query id, or ``#claim`` for a claim."""
         return (CLAIM_KEY if self.state == "claim" else self.query_id).encode()
 
     def to_json(self) -> bytes:
+        """The record's Kafka value: compact JSON, keys sorted (``from_json`` reads it back)."""
         data = {
             "query": self.query_id,
             "batch": self.batch_id,
@@ -105,6 +108,7 @@ class IntentRecord:
 
     @classmethod
     def from_json(cls, raw: bytes) -> IntentRecord:
+        """A record from its Kafka value; an unknown state raises ValueError."""
         data = json.loads(raw)
         state = str(data["state"])
         if state not in _STATES:
@@ -121,6 +125,7 @@ class IntentRecord:
         )
 
     def with_state(self, state: BatchState, **changes: Any) -> IntentRecord:
+        """A copy of this record in ``state``, with ``changes`` to its other fields."""
         return replace(self, state=state, **changes)
 
 
@@ -137,6 +142,7 @@ class LogState:
         return sorted((r for r in self.latest.values() if r.state == "intent"), key=lambda r: r.at_ms)
 
     def record_for(self, query_id: str, batch_id: int) -> IntentRecord | None:
+        """The query's newest record if it is about batch ``batch_id``, else None."""
         record = self.latest.get(query_id)
         return record if record is not None and record.batch_id == batch_id else None
 
@@ -173,6 +179,7 @@ class IntentWriteError(BrokerError):
     """Appending a record failed. ``ambiguous``: it may have been written all the same (a timeout)."""
 
     def __init__(self, message: str, ambiguous: bool) -> None:
+        """An error with ``message``; ``ambiguous`` when the record may have been written."""
         super().__init__(message)
         self.ambiguous = ambiguous
 
@@ -202,6 +209,7 @@ class IntentLog:
     def __init__(
         self, conf: Mapping[str, str], prefix: str, timeout_s: float = 30.0, create: bool = True
     ) -> None:
+        """The log of ``prefix``; ``timeout_s`` bounds each request; ``create`` makes a missing topic now."""
         self._conf = {k: v for k, v in conf.items() if not k.startswith("transaction")}
         self.topic = intent_topic(prefix)
         self._timeout_s = timeout_s

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from sparkafka.clientconf import check_kafka_python_config
 from sparkafka.errors import ConfigError
@@ -22,6 +22,8 @@ __all__ = [
 
 DeliveryGuarantee = Literal["at_least_once", "exactly_once", "none"]
 Partitioner = Literal["default", "fixed", "roundrobin"]
+DELIVERIES: tuple[DeliveryGuarantee, ...] = get_args(DeliveryGuarantee)
+PARTITIONERS: tuple[Partitioner, ...] = get_args(Partitioner)
 
 SINK_OPTIONS = (
     "topic",
@@ -41,6 +43,8 @@ _TXN_ID = re.compile(r"[A-Za-z0-9._-]+")
 
 @dataclass(frozen=True)
 class SinkOptions:
+    """The sink's options, parsed and checked once by ``parse_sink_options``."""
+
     kafka: Mapping[str, str]
     """Settings for librdkafka (``kafka.*`` without the prefix)."""
     topic: str | None
@@ -56,6 +60,7 @@ class SinkOptions:
 
     @property
     def transaction_timeout_ms(self) -> int:
+        """The producers' ``transaction.timeout.ms``: ``kafka.transaction.timeout.ms``, default 15 minutes."""
         return int(self.kafka.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
 
 
@@ -70,7 +75,7 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
             raise ConfigError(
                 f"option kafka.{key} is managed by sparkafka: use transactionalIdPrefix / partitioner instead"
             )
-    delivery = reader.choice("deliveryGuarantee", ("at_least_once", "exactly_once", "none"), "at_least_once")
+    delivery = reader.choice("deliveryGuarantee", DELIVERIES, "at_least_once")
     prefix = reader.get_str("transactionalIdPrefix")
     if delivery == "exactly_once":
         if prefix is None:
@@ -95,13 +100,13 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
         raise ConfigError(
             "option takeOverTransactionalIdPrefix is only used with deliveryGuarantee=exactly_once"
         )
-    partitioner = reader.choice("partitioner", ("default", "fixed", "roundrobin"), "default")
+    partitioner = reader.choice("partitioner", PARTITIONERS, "default")
     return SinkOptions(
         kafka=kafka,
         topic=reader.get_str("topic"),
-        delivery=delivery,  # type: ignore[arg-type]
+        delivery=delivery,
         transactional_id_prefix=prefix,
-        partitioner=partitioner,  # type: ignore[arg-type]
+        partitioner=partitioner,
         metadata_timeout_ms=reader.get_int("metadataTimeoutMs", DEFAULT_METADATA_TIMEOUT_MS, minimum=1),
         take_over_prefix=take_over,
         checkpoint_location=reader.get_str("checkpointLocation"),

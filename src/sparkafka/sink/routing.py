@@ -22,6 +22,7 @@ class Router:
     """
 
     def __init__(self, partitioner: Partitioner, task: int, partition_count: Callable[[str], int]) -> None:
+        """Start with fresh sticky and round-robin state: it is this writer task's own."""
         self._kind = partitioner
         self._task = task
         self._count = partition_count
@@ -29,6 +30,7 @@ class Router:
         self._round_robin = RoundRobinPartitioner()
 
     def partition(self, topic: str, key: bytes | None, size: int) -> int:
+        """The partition of ``topic`` for one record with ``key`` (None: unkeyed) of ``size`` bytes."""
         n = self._count(topic)
         if self._kind == "fixed":
             return self._task % n

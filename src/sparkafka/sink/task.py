@@ -38,6 +38,12 @@ def transactional_id(prefix: str, task: int) -> str:
 
 @dataclass
 class TaskResult:
+    """What one writer task reports to the driver in its commit message (it must pickle).
+
+    ``handle`` is the task's flushed, still open transaction under exactly-once (None when the task wrote
+    nothing, or under the other guarantees); ``started_ms`` is when the result was made, in wall-clock ms.
+    """
+
     task: int
     records: int
     handle: TxnHandle | None = None

@@ -65,29 +65,43 @@ ResolveAction = Literal["commit", "abort", "mark-done", "rewrite"]
 class IntentStore(Protocol):
     """The durable intent log (``intents.IntentLog``)."""
 
-    def read(self) -> LogState: ...
+    def read(self) -> LogState:
+        """The log folded: each query's newest record and the transactional ids that may be in use."""
+        ...
 
-    def append(self, record: IntentRecord) -> None: ...
+    def append(self, record: IntentRecord) -> None:
+        """Write ``record`` durably before returning; ``IntentWriteError`` if it may not be written."""
+        ...
 
-    def forget(self, query_id: str) -> None: ...
+    def forget(self, query_id: str) -> None:
+        """Delete the key of ``query_id``, a finished batch write (a tombstone)."""
+        ...
 
 
 class TxnEnder(Protocol):
     """Ends transactions by handle (``TxnController``); ``end`` returns what became of the transaction."""
 
-    def end(self, handle: TxnHandle, commit: bool) -> TxnOutcome: ...
+    def end(self, handle: TxnHandle, commit: bool) -> TxnOutcome:
+        """Send EndTxn(commit or abort) for ``handle``'s transaction; what became of it."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the network client."""
+        ...
 
 
 class Fencer(Protocol):
     """Fences a transactional id (InitProducerId: bumps its epoch, aborting what it holds open)."""
 
-    def fence(self, transactional_id: str) -> None: ...
+    def fence(self, transactional_id: str) -> None:
+        """Fence ``transactional_id``: a transaction it holds open is aborted."""
+        ...
 
 
 @dataclass(frozen=True)
 class CommitSettings:
+    """What the committer needs of the sink's options: the prefix and its producers' transaction timeout."""
+
     prefix: str
     transaction_timeout_ms: int
     take_over: bool = False
@@ -121,6 +135,11 @@ class TwoPhaseCommitter:
         faults: Callable[[str], None] = fault_point,
         count: Callable[..., None] | None = None,
     ) -> None:
+        """Wire the parts; nothing is read or written before a method is called.
+
+        ``clock`` gives wall-clock ms, ``faults`` is the fault-injection hook and ``count`` adds to the
+        sink's counters (default: its counters files).
+        """
         self._settings = settings
         self._prefix = settings.prefix
         self._store = store
@@ -489,8 +508,11 @@ class TwoPhaseCommitter:
 
 
 class _MetricsCounter:
-    """Adds to the sink's counters files: the prefix's (``sink_metrics``: totals and, under ``queries``, each
-    query's own) and the query's (``query_sink_path``, read by the Prometheus exporter)."""
+    """Adds to the sink's counters files: the prefix's and the query's.
+
+    The prefix's (``sink_metrics``) holds totals and, under ``queries``, each query's own; the query's
+    (``query_sink_path``) is read by the Prometheus exporter.
+    """
 
     def __init__(self, prefix: str) -> None:
         self._path = default_metrics_path("sink", prefix)

@@ -94,6 +94,7 @@ class TxnHandle:
     """The Spark task (partition) index that wrote it: ``<prefix>-<task>`` is its transactional id."""
 
     def to_json(self) -> dict[str, Any]:
+        """The handle as a JSON-ready dict with short keys (``from_json`` reads it back)."""
         return {
             "tid": self.transactional_id,
             "pid": self.producer_id,
@@ -104,6 +105,7 @@ class TxnHandle:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TxnHandle:
+        """A handle from ``to_json``'s dict; an old one without ``task`` takes it from the id's suffix."""
         tid = str(data["tid"])
         task = data.get("task", tid.rpartition("-")[2])  # records written before "task" was stored
         return cls(tid, int(data["pid"]), int(data["epoch"]), int(data.get("n", 0)), int(task))
@@ -118,18 +120,22 @@ class TxnController:
     """
 
     def __init__(self, conf: Mapping[str, str], timeout_s: float = 60.0) -> None:
+        """Connect now: the broker's API versions are checked within ``timeout_s``."""
         self._timeout_s = timeout_s
         self._where = against_servers(conf)
         self._client: Any = new_kafka_python_client(conf)
         self._client.check_version(timeout_ms=int(timeout_s * 1000))
 
     def close(self) -> None:
+        """Close the network client."""
         self._client.close()
 
     def __enter__(self) -> TxnController:
+        """This controller, closed when the ``with`` block ends."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the network client, whether or not the block raised."""
         self.close()
 
     def end(self, handle: TxnHandle, commit: bool) -> TxnOutcome:
@@ -177,7 +183,7 @@ class TxnController:
                     node, request, timeout_ms=int(self._timeout_s * 1000)
                 )
                 code = int(response.error_code)
-            except Exception as e:  # connection drops and coordinator moves: retried until the deadline
+            except Exception as e:  # noqa: BLE001 - connection drops and coordinator moves: retried until the deadline
                 code, reason = -1, f"{type(e).__name__}: {e}"
             else:
                 reason = _NAMES.get(code, f"error {code}")

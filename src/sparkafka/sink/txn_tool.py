@@ -42,6 +42,8 @@ class BrokerTransaction:
 
 @dataclass(frozen=True)
 class PrefixStatus:
+    """What ``sparkafka txn list`` shows of a prefix: its intent log and the broker's transactions."""
+
     prefix: str
     topic: str
     records: tuple[IntentRecord, ...]
@@ -80,11 +82,11 @@ def describe_transactions(
     """The coordinator's view of each id (kafka-python's DescribeTransactions), or None and the reason."""
     try:
         admin = new_kafka_python_admin(conf, timeout_s)
-    except Exception as e:  # kafka-python raises many types; the tool reports and goes on
+    except Exception as e:  # noqa: BLE001 - kafka-python raises many types; the tool reports and goes on
         return None, f"could not connect an admin client: {e}"
     try:
         described = admin.describe_transactions(list(transactional_ids))
-    except Exception as e:  # UnsupportedVersion on brokers without KIP-664, unknown ids, timeouts
+    except Exception as e:  # noqa: BLE001 - UnsupportedVersion on brokers without KIP-664, unknown ids, timeouts
         return None, f"the broker did not answer DescribeTransactions ({type(e).__name__}: {e})"
     finally:
         admin.close()

@@ -92,6 +92,8 @@ def query_id_from_checkpoint(location: str | None) -> str | None:
 
 @dataclass
 class KafkaCommitMessage(WriterCommitMessage):
+    """What a writer task sends the driver: its result and the query it wrote for (None if unknown)."""
+
     result: TaskResult
     query_id: str | None
 
@@ -166,6 +168,7 @@ class KafkaStreamWriter(_Writer, DataSourceStreamArrowWriter):
     """``writeStream.format("sparkafka")``."""
 
     def __init__(self, options: SinkOptions, columns: InputColumns) -> None:
+        """Made for every micro-batch, before its tasks start: exactly-once recovery runs here."""
         super().__init__(options, columns, query_id_from_checkpoint(options.checkpoint_location), True)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
@@ -182,6 +185,7 @@ class KafkaBatchWriter(_Writer, DataSourceArrowWriter):
     """``df.write.format("sparkafka")``: one job, committed like one micro-batch (batch id 0)."""
 
     def __init__(self, options: SinkOptions, columns: InputColumns) -> None:
+        """Name the job ``batch-<uuid>``; exactly-once recovery and the owner check run before any task."""
         self._job = f"batch-{uuid.uuid4()}"
         super().__init__(options, columns, self._job, False)
 

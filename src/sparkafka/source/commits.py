@@ -56,7 +56,9 @@ class CommitClient(Protocol):
     def poll(self, timeout_s: float) -> None:
         """Serve commit callbacks, waiting at most ``timeout_s`` for one."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the client; no callback is served after it."""
+        ...
 
 
 @dataclass
@@ -74,6 +76,7 @@ class SourceMetrics:
     updated_ms: int = 0
 
     def to_json(self) -> dict[str, Any]:
+        """The metrics as the metrics file holds them: camelCase keys, offsets per topic and partition."""
         committed: dict[str, dict[str, int]] = {}
         for tp, offset in sorted(self.committed.items()):
             committed.setdefault(tp.topic, {})[str(tp.partition)] = offset
@@ -90,6 +93,7 @@ class SourceMetrics:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SourceMetrics:
+        """Metrics read back from ``to_json``'s form."""
         return cls(
             group_id=data["groupId"],
             mode=data["mode"],
@@ -147,6 +151,7 @@ class OffsetCommitter:
         metrics_file: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """Set up the state; the client is built only when the first commit is due."""
         self._factory = client_factory
         self._client: CommitClient | None = None
         self._mode = mode
@@ -162,10 +167,12 @@ class OffsetCommitter:
 
     @property
     def enabled(self) -> bool:
+        """Whether this committer commits at all (``mode`` is not ``disabled``)."""
         return self._mode != "disabled"
 
     @property
     def pending(self) -> int:
+        """Commits sent and not answered yet."""
         return len(self._pending)
 
     def completed(self, offsets: Mapping[TopicPartition, int]) -> None:
@@ -238,7 +245,7 @@ class OffsetCommitter:
         assert self._client is not None
         try:
             current = self._client.committed(self._target)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any client error is a failed attempt: counted, retried later
             self._record_failure(f"reading the group's committed offsets failed: {e}", now)
             return False
         self._confirmed = {tp: o for tp, o in current.items() if o is not None}
@@ -301,6 +308,7 @@ class KafkaCommitClient:
     """``CommitClient`` over a confluent-kafka consumer that never joins the group (assign-mode commits)."""
 
     def __init__(self, conf: Mapping[str, str], group_id: str, timeout_s: float = 10.0) -> None:
+        """Create the consumer now; ``timeout_s`` bounds each ``committed`` lookup, retries included."""
         settings: dict[str, Any] = dict(conf)
         settings.update(
             {
@@ -316,13 +324,14 @@ class KafkaCommitClient:
         self._consumer = new_consumer(settings)
 
     def commit_async(self, offsets: Mapping[TopicPartition, int], done: Done) -> None:
+        """Send an offset commit; ``done`` is called from ``poll``, or at once if sending fails."""
         from confluent_kafka import TopicPartition as CTopicPartition
 
         parts = [CTopicPartition(tp.topic, tp.partition, o) for tp, o in sorted(offsets.items())]
         self._callbacks.append((offsets, done))
         try:
             self._consumer.commit(offsets=parts, asynchronous=True)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any client error fails this commit attempt: counted, retried
             self._callbacks.pop()
             done(offsets, str(e))
 
@@ -336,6 +345,7 @@ class KafkaCommitClient:
         done(offsets, "; ".join(reasons) or None)
 
     def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        """The group's committed offsets now (None where it has none), retried within ``timeout_s``."""
         from confluent_kafka import TopicPartition as CTopicPartition
 
         wanted = [CTopicPartition(tp.topic, tp.partition) for tp in sorted(tps)]
@@ -348,8 +358,10 @@ class KafkaCommitClient:
         return committed_offsets(result)
 
     def poll(self, timeout_s: float) -> None:
+        """Serve commit callbacks, waiting at most ``timeout_s`` for one."""
         # No assignment, so poll only serves callbacks (on_commit) and never returns records.
         self._consumer.poll(timeout_s)
 
     def close(self) -> None:
+        """Close the consumer."""
         self._consumer.close()

@@ -247,16 +247,35 @@ def _read_partition(
         elif pending:
             _drop_finished(consumer, pending, ends)
             quiet_s = time.monotonic() - last_progress
-            if pending and quiet_s > broker_gaps.STALL_S and stalled():
-                raise _StalledError(position)
-            if pending and quiet_s * 1000 > poll_timeout_ms:
-                desc = ", ".join(f"{tp} up to {ends[tp]}" for tp in sorted(pending))
-                raise BrokerError(
-                    f"no records arrived for {poll_timeout_ms} ms while reading {desc} "
-                    "(raise pollTimeoutMs if the broker is slow)"
-                )
+            _check_quiet(
+                pending, ends, quiet_s, position=position, stalled=stalled, poll_timeout_ms=poll_timeout_ms
+            )
         if len(columns) >= ROWS_PER_BATCH:
             yield columns.take()
+
+
+def _check_quiet(
+    pending: set[TopicPartition],
+    ends: Mapping[TopicPartition, int],
+    quiet_s: float,
+    *,
+    position: int | None,
+    stalled: Callable[[], bool],
+    poll_timeout_ms: int,
+) -> None:
+    """After a poll that brought nothing: raise if the fetch stalled or ``pollTimeoutMs`` passed.
+
+    A stalled fetch raises ``_StalledError`` (the caller resumes with a longer wait); past
+    ``pollTimeoutMs`` the task fails with a ``BrokerError`` naming the partitions.
+    """
+    if pending and quiet_s > broker_gaps.STALL_S and stalled():
+        raise _StalledError(position)
+    if pending and quiet_s * 1000 > poll_timeout_ms:
+        desc = ", ".join(f"{tp} up to {ends[tp]}" for tp in sorted(pending))
+        raise BrokerError(
+            f"no records arrived for {poll_timeout_ms} ms while reading {desc} "
+            "(raise pollTimeoutMs if the broker is slow)"
+        )
 
 
 def _has_events(msgs: Sequence[Any]) -> bool:

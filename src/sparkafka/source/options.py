@@ -6,7 +6,7 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from sparkafka.errors import ConfigError
 from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS, OptionReader
@@ -26,6 +26,10 @@ AssignmentStrategy = Literal["flink", "range", "roundrobin", "sticky"]
 StartupMode = Literal["group", "earliest", "latest", "specific", "timestamp"]
 OffsetReset = Literal["earliest", "latest", "error"]
 CommitMode = Literal["on_checkpoint", "periodic", "disabled"]
+STRATEGIES: tuple[AssignmentStrategy, ...] = get_args(AssignmentStrategy)
+OFFSET_RESETS: tuple[OffsetReset, ...] = get_args(OffsetReset)
+COMMIT_MODES: tuple[CommitMode, ...] = get_args(CommitMode)
+NAMED_STARTS: dict[str, StartupMode] = {"group": "group", "earliest": "earliest", "latest": "latest"}
 
 # Kafka's sentinels inside an offsets JSON, as in Spark's Kafka source.
 EARLIEST = -2
@@ -95,6 +99,7 @@ class Subscription:
         return topic in self.topics
 
     def describe(self) -> str:
+        """The subscription as its option spells it (``subscribe=a,b``, ``assign=...``), for messages."""
         if self.pattern is not None:
             return f"subscribePattern={self.pattern!r}"
         if self.partitions:
@@ -188,6 +193,49 @@ def _parse_subscription(reader: OptionReader) -> Subscription:
 def parse_source_options(options: Mapping[str, Any], batch: bool = False) -> SourceOptions:
     """Validate the source's options; raise ConfigError naming the option and what is allowed."""
     reader = OptionReader(options, SOURCE_OPTIONS, "sparkafka source", SPARK_KAFKA_INSTEAD)
+    kafka, reset = _kafka_settings(reader)
+    group_id = kafka.get("group.id") or None
+    subscription = _parse_subscription(reader)
+    startup, specific, timestamp = _startup(reader, group_id, batch)
+    ending = _ending(reader, batch)
+    if reader.has("maxRecordsPerTrigger") and reader.has("maxOffsetsPerTrigger"):
+        raise ConfigError("options maxRecordsPerTrigger and maxOffsetsPerTrigger are aliases: set only one")
+    max_records = reader.optional_int("maxRecordsPerTrigger", minimum=1)
+    if max_records is None:
+        max_records = reader.optional_int("maxOffsetsPerTrigger", minimum=1)
+    default_mode: CommitMode = "on_checkpoint" if group_id else "disabled"
+    commit_mode = reader.choice("offsetCommitMode", COMMIT_MODES, default_mode)
+    if commit_mode != "disabled" and not group_id:
+        raise ConfigError(
+            f"offsetCommitMode={commit_mode} needs option kafka.group.id (the consumer group to commit to); "
+            "set it, or use offsetCommitMode=disabled"
+        )
+
+    return SourceOptions(
+        kafka=kafka,
+        subscription=subscription,
+        group_id=group_id,
+        startup=startup,
+        specific_offsets=specific,
+        starting_timestamp=timestamp,
+        ending_offsets=ending,
+        offset_reset=reset,
+        discovery_interval_ms=reader.get_int("partitionDiscoveryIntervalMs", 30_000, minimum=-1),
+        parallelism=reader.optional_int("parallelism", minimum=1),
+        strategy=reader.choice("assignmentStrategy", STRATEGIES, "flink"),
+        max_records_per_trigger=max_records,
+        fail_on_data_loss=reader.get_bool("failOnDataLoss", True),
+        include_headers=reader.get_bool("includeHeaders", False),
+        poll_timeout_ms=reader.get_int("pollTimeoutMs", 120_000, minimum=1),
+        metadata_timeout_ms=reader.get_int("metadataTimeoutMs", DEFAULT_METADATA_TIMEOUT_MS, minimum=1),
+        commit_mode="disabled" if batch else commit_mode,
+        commit_interval_ms=reader.get_int("offsetCommitIntervalMs", 5_000, minimum=0),
+        metrics_file=reader.get_str("metricsFile"),
+    )
+
+
+def _kafka_settings(reader: OptionReader) -> tuple[dict[str, str], OffsetReset]:
+    """The ``kafka.*`` settings for the reader tasks' consumers, and ``auto.offset.reset`` taken out."""
     kafka = reader.kafka()
     if not kafka.get("bootstrap.servers"):
         raise ConfigError("option kafka.bootstrap.servers is required (host:port[,host:port...])")
@@ -203,13 +251,17 @@ def parse_source_options(options: Mapping[str, Any], batch: bool = False) -> Sou
             f"option kafka.isolation.level={kafka['isolation.level']!r}: "
             "use read_committed or read_uncommitted"
         )
-    reset = kafka.pop("auto.offset.reset", "latest").lower()
-    if reset not in ("earliest", "latest", "error"):
-        raise ConfigError(f"option kafka.auto.offset.reset={reset!r}: use earliest, latest or error")
-    group_id = kafka.get("group.id") or None
+    reset_text = kafka.pop("auto.offset.reset", "latest").lower()
+    reset = next((r for r in OFFSET_RESETS if r == reset_text), None)
+    if reset is None:
+        raise ConfigError(f"option kafka.auto.offset.reset={reset_text!r}: use earliest, latest or error")
+    return kafka, reset
 
-    subscription = _parse_subscription(reader)
 
+def _startup(
+    reader: OptionReader, group_id: str | None, batch: bool
+) -> tuple[StartupMode, dict[TopicPartition, int], int | None]:
+    """(startup mode, specific offsets, starting timestamp) from startingOffsets / startingTimestamp."""
     has_ts = reader.has("startingTimestamp")
     starting = reader.get_str("startingOffsets")
     if has_ts and starting is not None:
@@ -223,7 +275,7 @@ def parse_source_options(options: Mapping[str, Any], batch: bool = False) -> Sou
     elif starting is None:
         startup = "group" if group_id else ("earliest" if batch else "latest")
     elif starting.lower() in ("group", "earliest", "latest"):
-        startup = starting.lower()  # type: ignore[assignment]
+        startup = NAMED_STARTS[starting.lower()]
     elif starting.lstrip().startswith("{"):
         startup = "specific"
         specific = _parse_offsets_json(reader, "startingOffsets")
@@ -236,7 +288,11 @@ def parse_source_options(options: Mapping[str, Any], batch: bool = False) -> Sou
         raise ConfigError(
             "startingOffsets=group needs option kafka.group.id (the consumer group to start from)"
         )
+    return startup, specific, timestamp
 
+
+def _ending(reader: OptionReader, batch: bool) -> dict[TopicPartition, int] | None:
+    """The parsed ``endingOffsets`` of a batch read (exclusive ends, -1 for latest); None for latest."""
     ending: dict[TopicPartition, int] | None = None
     ending_text = reader.get_str("endingOffsets")
     if ending_text is not None:
@@ -250,39 +306,4 @@ def parse_source_options(options: Mapping[str, Any], batch: bool = False) -> Sou
                 raise ConfigError("option endingOffsets cannot use -2 (earliest)")
         else:
             raise ConfigError(f"option endingOffsets={ending_text!r}: use latest or a JSON offsets map")
-
-    if reader.has("maxRecordsPerTrigger") and reader.has("maxOffsetsPerTrigger"):
-        raise ConfigError("options maxRecordsPerTrigger and maxOffsetsPerTrigger are aliases: set only one")
-    max_records = reader.optional_int("maxRecordsPerTrigger", minimum=1)
-    if max_records is None:
-        max_records = reader.optional_int("maxOffsetsPerTrigger", minimum=1)
-
-    modes = ("on_checkpoint", "periodic", "disabled")
-    commit_mode = reader.choice("offsetCommitMode", modes, "on_checkpoint" if group_id else "disabled")
-    if commit_mode != "disabled" and not group_id:
-        raise ConfigError(
-            f"offsetCommitMode={commit_mode} needs option kafka.group.id (the consumer group to commit to); "
-            "set it, or use offsetCommitMode=disabled"
-        )
-
-    return SourceOptions(
-        kafka=kafka,
-        subscription=subscription,
-        group_id=group_id,
-        startup=startup,
-        specific_offsets=specific,
-        starting_timestamp=timestamp,
-        ending_offsets=ending,
-        offset_reset=reset,  # type: ignore[arg-type]
-        discovery_interval_ms=reader.get_int("partitionDiscoveryIntervalMs", 30_000, minimum=-1),
-        parallelism=reader.optional_int("parallelism", minimum=1),
-        strategy=reader.choice("assignmentStrategy", ("flink", "range", "roundrobin", "sticky"), "flink"),  # type: ignore[arg-type]
-        max_records_per_trigger=max_records,
-        fail_on_data_loss=reader.get_bool("failOnDataLoss", True),
-        include_headers=reader.get_bool("includeHeaders", False),
-        poll_timeout_ms=reader.get_int("pollTimeoutMs", 120_000, minimum=1),
-        metadata_timeout_ms=reader.get_int("metadataTimeoutMs", DEFAULT_METADATA_TIMEOUT_MS, minimum=1),
-        commit_mode="disabled" if batch else commit_mode,  # type: ignore[arg-type]
-        commit_interval_ms=reader.get_int("offsetCommitIntervalMs", 5_000, minimum=0),
-        metrics_file=reader.get_str("metricsFile"),
-    )
+    return ending

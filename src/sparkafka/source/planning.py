@@ -62,6 +62,7 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str
 
 
 def offsets_from_json(data: Mapping[str, Mapping[str, int]]) -> Offsets:
+    """The inverse of ``offsets_to_json``: ``{"topic": {"0": 23}}`` to an offset per partition."""
     return {TopicPartition(t, int(p)): int(o) for t, parts in data.items() for p, o in parts.items()}
 
 
@@ -215,8 +216,10 @@ def latest_of_existing(
 def apply_read_limit(
     start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], max_records: int | None
 ) -> Offsets:
-    """End offsets for one batch: ``latest``, or at most ``max_records`` split in proportion to what each
-    partition has available, every partition with data getting at least one record when the limit allows.
+    """End offsets for one batch: ``latest``, or ``start`` plus at most ``max_records`` records in all.
+
+    The records are split in proportion to what each partition has available, every partition with data
+    getting at least one record when the limit allows.
 
     Partitions whose latest is below their start (a broker reporting stale offsets) stay where they are:
     an end never moves backwards.

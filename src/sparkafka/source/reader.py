@@ -42,11 +42,13 @@ class KafkaInputPartition(InputPartition):
     """What one reader task reads: its index and its offset ranges."""
 
     def __init__(self, task: int, ranges: list[OffsetRange]) -> None:
+        """Task ``task`` reads ``ranges``; pickled to the Python worker that runs it."""
         super().__init__(task)
         self.task = task
         self.ranges = ranges
 
     def __repr__(self) -> str:
+        """The task index and its ranges, for logs."""
         return f"KafkaInputPartition(task={self.task}, ranges={self.ranges})"
 
 
@@ -112,8 +114,11 @@ class _Planner:
         ]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        """Read one task's ranges. When ``plan`` found nothing to read, Spark still runs one task with a
-        plain ``InputPartition(None)`` (PySpark's plan_data_source_read): it reads nothing."""
+        """Read one task's ranges (in Spark's Python workers).
+
+        When ``plan`` found nothing to read, Spark still runs one task with a plain ``InputPartition(None)``
+        (PySpark's plan_data_source_read): it reads nothing.
+        """
         if not isinstance(partition, KafkaInputPartition):
             return iter(())
         o = self.options
@@ -126,6 +131,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("sparkafka")``: FlinkKafkaConsumer's behaviour in micro-batches."""
 
     def __init__(self, options: SourceOptions) -> None:
+        """Keep the options; nothing is asked of Kafka yet."""
         self._planner = _Planner(options)
         self._options = options
         self._known: set[TopicPartition] | None = None
@@ -135,6 +141,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._committer: OffsetCommitter | None = None
 
     def __getstate__(self) -> dict[str, Any]:
+        """The state pickled for the workers, without the committer (driver-side, it holds a client)."""
         state = dict(self.__dict__)
         state["_committer"] = None  # driver-side only; holds a Kafka client
         return state
@@ -249,6 +256,7 @@ class KafkaBatchReader(DataSourceReader):
     """``spark.read.format("sparkafka")``: one bounded read from the starting to the ending offsets."""
 
     def __init__(self, options: SourceOptions) -> None:
+        """Resolve the start and end offsets now; an end before its start raises ConfigError."""
         self._planner = _Planner(options)
         metadata = self._planner.metadata
         tps = self._planner.discover_initial()

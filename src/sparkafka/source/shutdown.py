@@ -26,11 +26,13 @@ class ShutdownGuard:
     """Defers a SIGTERM-triggered ``SystemExit`` until the current ``critical`` section ends."""
 
     def __init__(self) -> None:
+        """Not installed yet, no exit requested."""
         self._depth = 0
         self.requested = False
         self.installed = False
 
     def on_signal(self, signum: int, frame: object) -> None:
+        """The SIGTERM handler: exit now, or when the current ``critical`` section ends if inside one."""
         # Spark may signal more than once; a second SystemExit would cut the final commit short.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         self.requested = True
@@ -39,6 +41,7 @@ class ShutdownGuard:
 
     @contextmanager
     def critical(self) -> Iterator[None]:
+        """A section SIGTERM must not cut: a requested exit is raised when the outermost one ends."""
         self._depth += 1
         try:
             yield

@@ -20,16 +20,16 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from sparkafka.kafka import partition_for_key
+from sparkafka.local.procs import GroupProcess
 from sparkafka.local.tansu_workarounds import exact_latest_producer_conf
 
 __all__ = ["Order", "expected_windows", "make_orders", "run_demo", "verify_windows"]
@@ -153,20 +153,18 @@ def _produce(conf: dict[str, str], orders: Sequence[Order], partitions: int) -> 
 
 
 class _Pipeline:
-    """``sparkafka run revenue.toml`` as a child process group (killed as a whole, never by name)."""
+    """``sparkafka run revenue.toml``, each run a child process group (signalled whole, never by name)."""
 
     def __init__(self, toml: Path, bootstrap: str, state: Path) -> None:
         self.toml, self.state = toml, state
         self.log = state / "batches.jsonl"
         self.env = {**os.environ, "BOOTSTRAP": bootstrap, "SPARKAFKA_STATE": str(state)}
-        self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
+    def start(self) -> GroupProcess:
+        return GroupProcess(
             [sys.executable, "-m", "sparkafka.cli", "run", str(self.toml), "--log-json", str(self.log)],
             env=self.env,
             stderr=subprocess.DEVNULL,
-            start_new_session=True,
         )
 
     def batches(self) -> int:
@@ -174,25 +172,6 @@ class _Pipeline:
             return len(self.log.read_text().splitlines())
         except FileNotFoundError:
             return 0
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def signal(self, sig: int, timeout_s: float = 120) -> int:
-        assert self.proc is not None
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, sig)
-        try:
-            return self.proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            return self.proc.wait()
-
-    def kill_group(self) -> None:
-        if self.proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
 
 
 PREFIX = "demo-revenue"
@@ -228,18 +207,9 @@ def in_flight(checkpoint: Path, conf: dict[str, str]) -> str:
     return f"{spark_side}; the sink's newest commit intent is batch {newest.batch_id}, {state}"
 
 
-def _wait(condition: Any, timeout_s: float, pipeline: _Pipeline) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        if not pipeline.alive():
-            return False
-        time.sleep(0.5)
-    return False
-
-
-def run_demo(out: TextIO, orders: int = 3000, minutes: int = 4, partitions: int = 4, seed: int = 7) -> int:
+def run_demo(  # noqa: PLR0915 - one narrated scenario, step by step
+    out: TextIO, orders: int = 3000, minutes: int = 4, partitions: int = 4, seed: int = 7
+) -> int:
     """The whole demo; returns 0 only if the verification holds."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -259,7 +229,7 @@ def run_demo(out: TextIO, orders: int = 3000, minutes: int = 4, partitions: int 
     last = all_orders[-1]
     flush = Order(orders, FLUSH_CUSTOMER, 1.0, "EUR", last.event_time_ms + 5 * 60_000)
     first, rest = all_orders[: orders * 6 // 10], [*all_orders[orders * 6 // 10 :], flush]
-    pipeline: _Pipeline | None = None
+    driver: GroupProcess | None = None
     try:
         with EmbeddedBroker() as broker:
             conf = {"bootstrap.servers": broker.bootstrap_servers}
@@ -278,12 +248,12 @@ def run_demo(out: TextIO, orders: int = 3000, minutes: int = 4, partitions: int 
             )
             pipeline = _Pipeline(state / "revenue.toml", broker.bootstrap_servers, state)
             say(f"sparkafka run {state / 'revenue.toml'}  (the bundled pipeline; state in {state})")
-            pipeline.start()
-            if not _wait(lambda: pipeline.batches() >= 1, 180, pipeline):
+            driver = pipeline.start()
+            if not driver.wait_for(lambda: pipeline.batches() >= 1, 180, interval_s=0.5):
                 say("the pipeline did not get going: FAILED")
                 return 1
             say("killing the Spark driver with SIGKILL, mid-stream (a crash)")
-            pipeline.kill_group()
+            driver.kill()
             print(f"  at the kill: {in_flight(state / 'checkpoint', conf)}", file=out, flush=True)
             _produce(conf, rest, partitions)
             say(
@@ -291,14 +261,14 @@ def run_demo(out: TextIO, orders: int = 3000, minutes: int = 4, partitions: int 
                 "the last windows"
             )
             say("starting the pipeline again on the same checkpoint: it resumes")
-            pipeline.start()
+            driver = pipeline.start()
             expected = expected_windows(all_orders)
 
             def output() -> list[bytes | None]:
                 return [r.value for rs in committed_view(conf, "revenue").values() for r in rs]
 
-            _wait(lambda: not verify_windows(expected, output()), 240, pipeline)
-            code = pipeline.signal(signal.SIGINT)
+            driver.wait_for(lambda: not verify_windows(expected, output()), 240, interval_s=0.5)
+            code = driver.stop(signal.SIGINT, timeout_s=120)
             say(f"stopped the pipeline with Ctrl-C (exit status {code})")
             written = output()
             problems = verify_windows(expected, written)
@@ -341,6 +311,6 @@ def run_demo(out: TextIO, orders: int = 3000, minutes: int = 4, partitions: int 
             )
             return 0 if ok else 1
     finally:
-        if pipeline is not None:
-            pipeline.kill_group()
+        if driver is not None:
+            driver.kill()
         shutil.rmtree(state, ignore_errors=True)

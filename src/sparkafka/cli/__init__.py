@@ -47,8 +47,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_lag(args: argparse.Namespace) -> int:
+    from sparkafka.cli.lag_view import plot_lag, watch_lag
     from sparkafka.errors import SparkafkaError
-    from sparkafka.lag import fetch_group_lag, plot_lag, watch_lag
+    from sparkafka.lag import fetch_group_lag
 
     conf = {"bootstrap.servers": args.bootstrap_servers}
 
@@ -197,7 +198,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.metrics_port is not None:
         cfg = dataclasses.replace(cfg, metrics_port=args.metrics_port)
     if args.dry_run:
-        from sparkafka.pipeline.runner import describe_plan
+        from sparkafka.pipeline.plan import describe_plan
         from sparkafka.pipeline.session import pipeline_spark, stop_spark
 
         spark = pipeline_spark(cfg)
@@ -206,7 +207,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         except ConfigError as e:  # the SQL, schema or columns are wrong: named by file and field
             print(f"sparkafka run: {e}", file=sys.stderr)
             return 2
-        except Exception as e:  # anything else Spark says: its first line, without a JVM stack trace
+        except Exception as e:  # noqa: BLE001 - anything else Spark says: its first line, without a JVM stack trace
             print(f"sparkafka run: {args.pipeline}: {str(e).splitlines()[0]}", file=sys.stderr)
             return 2
         finally:
@@ -223,7 +224,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run_pipeline(cfg, sys.stdout, args.log_json)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement per command and option
     from sparkafka import __version__
 
     parser = argparse.ArgumentParser(prog="sparkafka", description="Kafka for Spark, with Flink's semantics")
@@ -332,6 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``sparkafka`` command: parse ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,

@@ -1,0 +1,7 @@
+"""``python -m sparkafka.cli``: the ``sparkafka`` command."""
+
+import sys
+
+from sparkafka.cli import main
+
+sys.exit(main())

@@ -1,0 +1,113 @@
+"""How ``sparkafka lag`` shows lag: a rich table (live with ``--watch``), plain lines into pipes, a PNG plot.
+
+Runs in the CLI's process; the readings come from ``sparkafka.lag`` (Kafka lookups, no rendering).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from sparkafka.errors import ConfigError
+from sparkafka.lag import GroupLag
+
+__all__ = ["plain", "plot_lag", "render", "watch_lag"]
+
+
+def render(lag: GroupLag) -> Any:
+    """A rich table of one lag reading."""
+    from rich.table import Table
+
+    table = Table(title=f"group {lag.group_id}")
+    for name in ("topic", "partition", "committed", "log end", "lag", "behind open txn"):
+        table.add_column(name, justify="left" if name == "topic" else "right")
+    for p in lag.partitions:
+        committed = "-" if p.committed is None else str(p.committed)
+        lag_text = "-" if p.lag is None else str(p.lag)
+        table.add_row(p.tp.topic, str(p.tp.partition), committed, str(p.log_end), lag_text, str(p.held))
+    committed_total = sum(p.committed or 0 for p in lag.partitions)
+    ends_total = sum(p.log_end for p in lag.partitions)
+    held = sum(p.held for p in lag.partitions)
+    table.add_row(
+        "total", "", str(committed_total), str(ends_total), str(lag.total_lag), str(held), style="bold"
+    )
+    return table
+
+
+def watch_lag(
+    first: GroupLag,
+    read: Callable[[], GroupLag],
+    out: TextIO,
+    *,
+    interval_s: float | None,
+    count: int | None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[tuple[float, int]]:
+    """Print ``first``; with ``interval_s``, a fresh ``read()`` in place until ``count`` readings or Ctrl-C.
+
+    Returns (seconds since start, total lag) per reading, for ``plot_lag``.
+    """
+    from rich.console import Console
+    from rich.live import Live
+
+    console = Console(file=out)
+    started = time.monotonic()
+    history: list[tuple[float, int]] = [(0.0, first.total_lag)]
+    if not out.isatty():  # a pipe or a file: every reading as plain lines, as it is taken
+        print(plain(first, 0.0), file=out, flush=True)
+        try:
+            while interval_s is not None and (count is None or len(history) < count):
+                sleep(interval_s)
+                reading = read()
+                history.append((time.monotonic() - started, reading.total_lag))
+                print(plain(reading, history[-1][0]), file=out, flush=True)
+        except KeyboardInterrupt:
+            pass
+        return history
+    if interval_s is None:
+        console.print(render(first))
+        return history
+    with Live(render(first), console=console, auto_refresh=False) as live:
+        try:
+            while count is None or len(history) < count:
+                sleep(interval_s)
+                reading = read()
+                history.append((time.monotonic() - started, reading.total_lag))
+                live.update(render(reading), refresh=True)
+        except KeyboardInterrupt:
+            pass
+    return history
+
+
+def plain(lag: GroupLag, at_s: float) -> str:
+    """One reading as plain lines (a header per reading, a line per partition), for pipes and files."""
+    rows = [f"group {lag.group_id} at {at_s:.1f} s: total lag {lag.total_lag}"]
+    for p in lag.partitions:
+        committed = "-" if p.committed is None else str(p.committed)
+        lag_text = "-" if p.lag is None else str(p.lag)
+        rows.append(
+            f"  {p.tp.topic} {p.tp.partition}: committed {committed}, log end {p.log_end}, lag {lag_text}, "
+            f"behind open txn {p.held}"
+        )
+    return "\n".join(rows)
+
+
+def plot_lag(history: list[tuple[float, int]], group_id: str, path: str) -> None:
+    """Write a PNG of total lag over the watched period."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ConfigError("--plot needs matplotlib: pip install 'sparkafka[plot]'") from None
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.plot([t for t, _ in history], [lag for _, lag in history], marker="o")
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("total lag (records)")
+    ax.set_title(f"consumer lag of group {group_id}")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

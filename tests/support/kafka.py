@@ -1,0 +1,100 @@
+"""The test broker as tests use it: topics, records in, the committed view and group offsets out."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sparkafka.committed_view import RawRecord, committed_view
+from sparkafka.local.tansu_workarounds import exact_latest_producer_conf
+from sparkafka.structs import TopicPartition, committed_offsets
+
+__all__ = ["Kafka", "Offsets", "group_offsets", "produce"]
+
+Offsets = dict[TopicPartition, int]
+
+
+def produce(
+    conf: dict[str, str],
+    topic: str,
+    values: Iterable[str],
+    partitions: int = 1,
+    headers: list[tuple[str, bytes]] | None = None,
+    timestamp: int | None = None,
+) -> list[str]:
+    """Produce each value round-robin over ``partitions`` (each record its own batch); returns the values."""
+    from confluent_kafka import Producer
+
+    producer = Producer(exact_latest_producer_conf(conf))
+    out = []
+    for i, value in enumerate(values):
+        kwargs: dict[str, Any] = {"partition": i % partitions, "key": f"k{i}".encode()}
+        if headers:
+            kwargs["headers"] = headers
+        if timestamp is not None:
+            kwargs["timestamp"] = timestamp
+        producer.produce(topic, value.encode(), **kwargs)
+        out.append(value)
+    assert producer.flush(30) == 0
+    return out
+
+
+def group_offsets(conf: dict[str, str], group: str, topic: str, partitions: int) -> Offsets:
+    """The group's committed offsets, read as lag tools do (AdminClient list_consumer_group_offsets)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka import TopicPartition as CTopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(conf)
+    wanted = [CTopicPartition(topic, p) for p in range(partitions)]
+    future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, wanted)])[group]
+    got = committed_offsets(future.result(30).topic_partitions)
+    return {tp: o for tp, o in got.items() if o is not None}
+
+
+class Kafka:
+    """One broker's topics, records and groups, for a test (the ``kafka`` fixture) or a harness.
+
+    Topics are not deleted afterwards (see the ``new_topic`` fixture): names are unique instead.
+    """
+
+    def __init__(self, conf: dict[str, str]) -> None:
+        self.conf = conf
+
+    @property
+    def bootstrap(self) -> str:
+        return self.conf["bootstrap.servers"]
+
+    def topic(self, partitions: int = 1, prefix: str = "t", config: Mapping[str, str] | None = None) -> str:
+        """A new, uniquely named topic: ``kafka.topic(partitions=4)``."""
+        name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+        self.create_topics([name], partitions, config)
+        return name
+
+    def create_topics(
+        self, names: Iterable[str], partitions: int, config: Mapping[str, str] | None = None
+    ) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient(self.conf)  # referenced until every future below has resolved
+        specs = [NewTopic(name, partitions, 1, config=dict(config or {})) for name in names]
+        for future in admin.create_topics(specs).values():
+            future.result(30)
+
+    def produce(self, topic: str, values: Iterable[str], partitions: int = 1, **record: Any) -> list[str]:
+        """``produce``: each value round-robin over ``partitions``, keys ``k0``, ``k1``, ... (``headers``,
+        ``timestamp`` for every record)."""
+        return produce(self.conf, topic, values, partitions, **record)
+
+    def committed(self, topic: str) -> list[RawRecord]:
+        """Every record a correct read_committed consumer sees in ``topic``, partition by partition."""
+        return [r for records in committed_view(self.conf, topic).values() for r in records]
+
+    def committed_values(self, topic: str) -> Counter[bytes | None]:
+        """The committed records' values, counted (duplicates show as counts above one)."""
+        return Counter(r.value for r in self.committed(topic))
+
+    def group_offsets(self, group: str, topic: str, partitions: int) -> Offsets:
+        return group_offsets(self.conf, group, topic, partitions)

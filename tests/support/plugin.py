@@ -1,0 +1,112 @@
+"""The tests' fixtures, loaded as a pytest plugin (``pytest_plugins`` in tests/conftest.py).
+
+One broker (embedded tansu, or SPARKAFKA_TEST_BOOTSTRAP), one SparkSession, a Schema Registry, topics.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import settings
+
+from sparkafka.local import EmbeddedBroker
+from sparkafka.probes import Capability, probe_broker
+from tests.support.kafka import Kafka
+
+_capabilities: dict[str, Capability] = {}
+
+# No timing in a test: Hypothesis's per-example deadline fails on a busy shared machine, not on a bug.
+settings.register_profile("sparkafka", deadline=None)
+settings.load_profile("sparkafka")
+
+
+@pytest.fixture(scope="session")
+def kafka_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """librdkafka settings for the test broker: SPARKAFKA_TEST_BOOTSTRAP if set, else an embedded tansu."""
+    external = os.environ.get("SPARKAFKA_TEST_BOOTSTRAP")
+    if external:
+        yield {"bootstrap.servers": external}
+        return
+    log_path = tmp_path_factory.mktemp("broker") / "tansu.log"
+    with EmbeddedBroker(log_path=log_path) as broker:
+        yield {"bootstrap.servers": broker.bootstrap_servers}
+
+
+@pytest.fixture(scope="session")
+def registry_url() -> Iterator[str]:
+    """A Schema Registry: SPARKAFKA_TEST_SCHEMA_REGISTRY if set, else the small test server on 127.0.0.1.
+
+    Tests name their subjects uniquely, so a real registry's existing subjects do not matter.
+    """
+    external = os.environ.get("SPARKAFKA_TEST_SCHEMA_REGISTRY")
+    if external:
+        yield external
+        return
+    from tests.support.schema_registry import TestSchemaRegistry
+
+    with TestSchemaRegistry() as registry:
+        yield registry.url
+
+
+@pytest.fixture(scope="session")
+def bootstrap(kafka_conf: dict[str, str]) -> str:
+    return kafka_conf["bootstrap.servers"]
+
+
+@pytest.fixture(scope="session")
+def require(kafka_conf: dict[str, str]) -> Callable[[str], None]:
+    """``require("create_partitions")`` skips the test, with the probe's finding, on a broker lacking it."""
+
+    def _require(name: str) -> None:
+        if name not in _capabilities:
+            _capabilities[name] = probe_broker(kafka_conf, name)
+        cap = _capabilities[name]
+        if not cap.ok:
+            pytest.skip(f"broker lacks {name} (needs a conformant broker: {cap.detail})")
+
+    return _require
+
+
+@pytest.fixture
+def kafka(kafka_conf: dict[str, str]) -> Kafka:
+    """The test broker: ``kafka.topic(partitions)``, ``.produce``, ``.committed``, ``.group_offsets``."""
+    return Kafka(kafka_conf)
+
+
+@pytest.fixture
+def new_topic(kafka: Kafka) -> Callable[..., str]:
+    """Create uniquely named topics: ``new_topic(partitions=4)``.
+
+    They are not deleted afterwards: with librdkafka 2.16 on tansu, deleting a topic that a live consumer
+    has read makes that consumer's process crash (SIGSEGV in a librdkafka thread), and Spark's Python
+    workers cache consumers across tests. Names are unique, so nothing leaks between tests.
+    """
+    return kafka.topic
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One SparkSession on local[2], quiet, with its scratch space under the test's temp dir.
+
+    Failed tasks are retried (up to 3 attempts), as on a cluster: on tansu, a librdkafka consumer that
+    read a topic which is then deleted can crash its Python worker (measured with confluent-kafka 2.16);
+    Spark's retry runs in a fresh worker with a fresh consumer.
+    """
+    from sparkafka.local.spark import local_spark, stop_spark
+
+    session = local_spark(
+        master="local[2,3]", scratch=str(tmp_path_factory.mktemp("spark")), app_name="sparkafka-tests"
+    )
+    try:
+        yield session
+    finally:
+        stop_spark(session)
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> str:
+    return str(tmp_path / "checkpoint")
