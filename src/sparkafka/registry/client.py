@@ -203,8 +203,10 @@ def schema_by_id(cfg: RegistryConfig, schema_id: int, fmt: Format) -> Registered
     return _registered(raw, schema_id)
 
 
+@functools.lru_cache(maxsize=4096)
 def schema_by_version(cfg: RegistryConfig, subject: str, version: int, fmt: Format) -> RegisteredSchema:
-    """A referenced schema (Protobuf imports), by subject and version."""
+    """A pinned reader schema or a referenced one (imports), by subject and version; cached per process
+    (a registered version never changes, and every writer id that references it would ask again)."""
     raw = _call(cfg, f"subject {subject!r} version {version}", "get_version", subject, version, fmt=_fmt(fmt))
     return _registered(raw)
 
@@ -262,11 +264,6 @@ def register_or_lookup(
         cfg, f"the schema under subject {subject!r} (auto_register is off)", "lookup_schema", subject, schema
     )
     return RegisteredSchema(int(raw.schema_id), fmt, text, subject=subject, version=raw.version)
-
-
-def latest(cfg: RegistryConfig, fmt: Format, subject: str) -> RegisteredSchema:
-    """The subject's latest version, for ``use_latest_version`` writers."""
-    return latest_or_pinned(cfg, fmt, subject)
 
 
 SubjectStrategy = Literal["topic", "record", "topic_record"]

@@ -262,7 +262,7 @@ def _encoder(spec: EncodeSpec) -> Callable[[Any], bytes]:
         return lambda v: frame(reg.schema_id, encode(v))
     if spec.format == "protobuf":
         desc = _proto_desc(cfg, reg, [0])
-        prefix = write_message_indexes([0])
+        prefix = write_message_indexes(protobuf.index_path(desc))
         encode = protobuf.encoder(desc)
         return lambda v: frame(reg.schema_id, encode(v), prefix)
     return lambda v: frame(reg.schema_id, jsonschema.encode(v))
