@@ -196,16 +196,10 @@ def test_every_example_plans_against_spark(
 
 
 def test_every_example_runs_to_completion_on_the_broker(kafka: Kafka, bootstrap: str, tmp_path: Path) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     from sparkafka.local.demo import FLUSH_CUSTOMER, Order, make_orders
     from sparkafka.local.tansu_workarounds import exact_latest_producer_conf
 
-    admin = AdminClient(kafka.conf)
-    existing = admin.list_topics(timeout=30).topics
-    wanted = [NewTopic(t, 2, 1) for t in ("orders", "orders-eur", "revenue") if t not in existing]
-    for future in admin.create_topics(wanted).values():
-        future.result(30)
+    kafka.ensure_topics({"orders": 2, "orders-eur": 2, "revenue": 2})
     orders = make_orders(300, 2, seed=11)
     orders.append(Order(300, FLUSH_CUSTOMER, 1.0, "EUR", orders[-1].event_time_ms + 5 * 60_000))
     from confluent_kafka import Producer

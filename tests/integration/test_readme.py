@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.kafka import Kafka
 
 README = Path(__file__).parents[2] / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
@@ -24,28 +25,22 @@ def test_the_readme_has_the_examples_this_test_knows() -> None:
 
 def test_every_readme_python_example_runs(
     spark: Any,
-    kafka_conf: dict[str, str],
+    kafka: Kafka,
     bootstrap: str,
     registry_url: str,
-    new_topic: Callable[..., str],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     import os
 
-    from confluent_kafka.admin import AdminClient, NewTopic
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    from tests.support.kafka import produce
-
-    orders = new_topic(partitions=2)
-    admin = AdminClient(kafka_conf)
-    for future in admin.create_topics([NewTopic(f"{orders}-enriched", 1, 1)]).values():
-        future.result(30)
-    produce(kafka_conf, orders, [json.dumps({"n": i}) for i in range(5)], partitions=2)
+    orders = kafka.topic(partitions=2)
+    kafka.create_topics([f"{orders}-enriched"], 1)
+    kafka.produce(orders, [json.dumps({"n": i}) for i in range(5)], partitions=2)
     schema = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "string"}]}
     AvroSerializer(SchemaRegistryClient({"url": registry_url}), json.dumps(schema))(
         {"id": "a"}, SerializationContext(orders, MessageField.VALUE)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from sparkafka.committed_view import committed_view
+from tests.support.kafka import Kafka
 
 SPARKAFKA = [sys.executable, "-m", "sparkafka.cli"]
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -44,22 +44,8 @@ ORDER_V2 = {
 RATES = {"EUR": 1.0, "USD": 0.92, "GBP": 1.17}
 
 
-def _records(conf: dict[str, str], topic: str) -> list[Any]:
-    return [r for rs in committed_view(conf, topic).values() for r in rs]
-
-
-def _ensure_topics(conf: dict[str, str], topics: dict[str, int]) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient(conf)
-    existing = admin.list_topics(timeout=30).topics
-    wanted = [NewTopic(t, n, 1) for t, n in topics.items() if t not in existing]
-    for future in admin.create_topics(wanted).values() if wanted else []:
-        future.result(30)
-
-
 def test_avro_example_reads_two_writer_versions_and_writes_avro_exactly_once(
-    kafka_conf: dict[str, str], bootstrap: str, registry_url: str, tmp_path: Path
+    kafka: Kafka, bootstrap: str, registry_url: str, tmp_path: Path
 ) -> None:
     from confluent_kafka import Producer
     from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -68,14 +54,14 @@ def test_avro_example_reads_two_writer_versions_and_writes_avro_exactly_once(
 
     from sparkafka.local.tansu_workarounds import exact_latest_producer_conf
 
-    _ensure_topics(kafka_conf, {"orders-avro": 2, "orders-avro-eur": 2, "orders-avro-dlq": 1})
+    kafka.ensure_topics({"orders-avro": 2, "orders-avro-eur": 2, "orders-avro-dlq": 1})
     client = SchemaRegistryClient({"url": registry_url})
     ctx = SerializationContext("orders-avro", MessageField.VALUE)
     v1 = AvroSerializer(client, json.dumps(ORDER_V1))
     v2 = AvroSerializer(client, json.dumps(ORDER_V2))
     base = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
     expected: Counter[tuple[str, str, float, str]] = Counter()
-    producer = Producer(exact_latest_producer_conf(kafka_conf))
+    producer = Producer(exact_latest_producer_conf(kafka.conf))
     run = uuid.uuid4().hex[:6]  # a real registry or broker may hold records of earlier runs
     for i in range(120):
         order = {
@@ -129,7 +115,7 @@ def test_avro_example_reads_two_writer_versions_and_writes_avro_exactly_once(
 
     def written() -> Counter[tuple[str, str, float, str]]:
         got: Counter[tuple[str, str, float, str]] = Counter()
-        for record in _records(kafka_conf, "orders-avro-eur"):
+        for record in kafka.committed("orders-avro-eur"):
             row = reader(record.value, out_ctx)
             if row["order_id"].startswith(run):
                 got[(row["order_id"], row["customer"], row["amount_eur"], row["channel"])] += 1
@@ -139,7 +125,7 @@ def test_avro_example_reads_two_writer_versions_and_writes_avro_exactly_once(
     assert written() == expected
     registered = client.get_latest_version("orders-avro-eur-value")
     assert json.loads(registered.schema.schema_str)["name"] == "OrderEur"
-    dead = [r for r in _records(kafka_conf, "orders-avro-dlq") if r.key == b"junk"]
+    dead = [r for r in kafka.committed("orders-avro-dlq") if r.key == b"junk"]
     assert sorted(r.value for r in dead)[-2:] == sorted(junk)
     headers = [dict(r.headers or []) for r in dead]
     assert {h["sparkafka.error.class"] for h in headers} == {b"UndecodableAvro"}
@@ -418,19 +404,17 @@ def _confluent_reader(fmt: str, registry_url: str, schema_id: int) -> Callable[[
 @pytest.mark.parametrize("fmt", ["avro", "protobuf", "json_schema"])
 def test_sink_encodes_exactly_once_and_the_source_decodes_it_back(
     spark: Any,
-    kafka_conf: dict[str, str],
+    kafka: Kafka,
     bootstrap: str,
     registry_url: str,
-    new_topic: Callable[..., str],
     tmp_path: Path,
     fmt: str,
 ) -> None:
     from sparkafka.pipeline.config import load_pipeline
     from sparkafka.pipeline.plan import build_query
     from sparkafka.registry.wire import schema_id_of
-    from tests.support.kafka import produce
 
-    src, dst, back = new_topic(partitions=2), new_topic(partitions=2), new_topic()
+    src, dst, back = kafka.topic(partitions=2), kafka.topic(partitions=2), kafka.topic()
     prefix = f"rt-{uuid.uuid4().hex[:6]}"
     keyed = (
         fmt == "avro"
@@ -462,12 +446,12 @@ def test_sink_encodes_exactly_once_and_the_source_decodes_it_back(
         assert query.awaitTermination(180)
         assert query.exception() is None
 
-    produce(kafka_conf, src, [json.dumps(order(i)) for i in range(10)], partitions=2)
+    kafka.produce(src, [json.dumps(order(i)) for i in range(10)], partitions=2)
     run(ROUND_TRIP, "write")
-    produce(kafka_conf, src, [json.dumps(order(i)) for i in range(10, 16)], partitions=2)
+    kafka.produce(src, [json.dumps(order(i)) for i in range(10, 16)], partitions=2)
     run(ROUND_TRIP, "write")  # the same checkpoint: only the new orders, once
 
-    written = _records(kafka_conf, dst)
+    written = kafka.committed(dst)
     assert len(written) == 16
     schema_id = schema_id_of(written[0].value)
     read = _confluent_reader(fmt, registry_url, schema_id)
@@ -478,6 +462,6 @@ def test_sink_encodes_exactly_once_and_the_source_decodes_it_back(
         assert {r.key[5:] for r in written} == {b"\x04c0", b"\x04c1", b"\x04c2"}  # Avro strings, framed
 
     run(READ_BACK, "read")
-    ours = [json.loads(r.value) for r in _records(kafka_conf, back)]
+    ours = [json.loads(r.value) for r in kafka.committed(back)]
     # The customer comes back from the key: an Avro string decoded, or the plain key as text.
     assert sorted(ours, key=lambda o: int(o["order_id"][1:])) == [order(i) for i in range(16)]

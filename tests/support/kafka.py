@@ -83,6 +83,15 @@ class Kafka:
         for future in admin.create_topics(specs).values():
             future.result(30)
 
+    def ensure_topics(self, partitions: Mapping[str, int]) -> None:
+        """Create the fixed-name topics (name -> partitions) that do not exist yet (the examples' topics)."""
+        from confluent_kafka.admin import AdminClient
+
+        existing = AdminClient(self.conf).list_topics(timeout=30).topics
+        for name, count in partitions.items():
+            if name not in existing:
+                self.create_topics([name], count)
+
     def produce(self, topic: str, values: Iterable[str], partitions: int = 1, **record: Any) -> list[str]:
         """``produce``: each value round-robin over ``partitions``, keys ``k0``, ``k1``, ... (``headers``,
         ``timestamp`` for every record)."""
