@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,8 @@ class Rates:
     seconds: float
     first_s: float
     later_rate: float | None
+    later_median_s: float | None = None
+    """The median duration of the batches after the first (a steady batch)."""
 
 
 def query_rates(query: Any, total: int, what: str) -> Rates:
@@ -33,7 +36,8 @@ def query_rates(query: Any, total: int, what: str) -> Rates:
     durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
     later_rows = rows - progress[0]["numInputRows"]
     later = later_rows / sum(durations[1:]) if len(durations) > 1 else None
-    return Rates(rows / sum(durations), len(progress), sum(durations), durations[0], later)
+    median = statistics.median(durations[1:]) if len(durations) > 1 else None
+    return Rates(rows / sum(durations), len(progress), sum(durations), durations[0], later, median)
 
 
 def steady_rate(query: Any, total: int, what: str) -> tuple[float, int, float]:

@@ -9,7 +9,10 @@ its transaction under ``<prefix>-<task>`` and reported a ``TxnHandle``.
 1. ``recover``: resolve every pending intent of the prefix (below). It runs before anything of B is
    decided, and ``recover`` also runs when the writer is made, before B's tasks open transactions: the
    outcome of a pending intent is therefore learned before any InitProducerId bumps its ids' epochs, which
-   is what makes each EndTxn answer exact (``txn_control.classify``).
+   is what makes each EndTxn answer exact (``txn_control.classify``). Spark's sink runner makes a writer
+   and calls ``commit`` on it at once, in one process: the state that writer's ``recover`` returned is
+   passed in (``recovered``) instead of reading the log a third time per batch. Reading it earlier by that
+   gap is the same as reading it now: nothing of B, nor of a later batch, is written in between.
 2. A replay of a batch already ``done`` is aborted, never written twice.
 3. The prefix must be Q's (``check_owner``).
 4. A replay of a ``partial`` batch: the tasks whose rows are already visible must produce as many records
@@ -214,9 +217,17 @@ class TwoPhaseCommitter:
     # -- commit and abort ----------------------------------------------------------------------------
 
     def commit(
-        self, query_id: str, batch_id: int, results: Sequence[TaskResult], streaming: bool = True
+        self,
+        query_id: str,
+        batch_id: int,
+        results: Sequence[TaskResult],
+        streaming: bool = True,
+        recovered: LogState | None = None,
     ) -> None:
         """Phase two for batch ``batch_id`` of ``query_id``: see the module docstring, steps 1-8.
+
+        ``recovered`` is the state a ``recover`` in this process returned just before (step 1); without
+        it, ``commit`` recovers first.
 
         Raises:
             TransactionError: the batch is not (fully) committed; the message says what is visible and
@@ -224,7 +235,7 @@ class TwoPhaseCommitter:
             ConfigError: the prefix belongs to another live query.
         """
         self._faults("commit_start")
-        state = self.recover()
+        state = self.recover() if recovered is None else recovered
         try:
             handles = [r.handle for r in results if r.handle is not None]
             if state.is_done(query_id, batch_id):

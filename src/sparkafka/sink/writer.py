@@ -4,7 +4,9 @@ Process model (measured, PySpark 4.3): ``streamWriter()`` is called for every mi
 process before the batch's tasks start, and again in Spark's sink runner, which calls ``commit`` or
 ``abort`` on that fresh instance. Exactly-once recovery therefore runs in the constructor: a crashed
 commit is resolved before a replayed batch's tasks fence the transactional ids again, which keeps every
-EndTxn answer exact (see ``twophase``). The prefix owner check runs there too, where the query id can be
+EndTxn answer exact (see ``twophase``). The sink runner's instance hands the state its recovery read to
+its one ``commit``, so a batch reads the intent log twice, not three times; a pickled copy (the tasks', a
+batch write's commit) carries no state and reads again. The prefix owner check runs there too, where the query id can be
 known: a streaming query's from its checkpoint's ``metadata`` file (local checkpoints; otherwise at
 commit), a batch write's from its job id.
 """
@@ -25,6 +27,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from sparkafka.errors import ConfigError
 from sparkafka.metrics_files import add_counts, query_sink_path
 from sparkafka.sink.faults import fault_point
+from sparkafka.sink.intents import LogState
 from sparkafka.sink.options import InputColumns, SinkOptions
 from sparkafka.sink.task import TaskResult, write_task
 from sparkafka.sink.twophase import TwoPhaseCommitter, claim_transactional_ids
@@ -121,6 +124,7 @@ class _Writer:
         self._columns = columns
         self._streaming = streaming
         self._tids_in_use = 0
+        self._recovered: LogState | None = None
         if options.delivery == "exactly_once":
             check_no_speculation()
             warn_if_short_timeout(options)
@@ -129,6 +133,15 @@ class _Writer:
             if query_id is not None:
                 committer.check_owner(state, query_id)
             self._tids_in_use = state.tids_in_use
+            self._recovered = state
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled for tasks (and, for a batch write, for its commit): the recovered state stays behind.
+
+        It is valid only in the process that read it, right after: a writer unpickled elsewhere reads the
+        log again before committing.
+        """
+        return {**self.__dict__, "_recovered": None}
 
     def _write(self, iterator: Iterator[pa.RecordBatch], query_id: str | None) -> KafkaCommitMessage:
         task, streaming_query = _task_context()
@@ -155,7 +168,12 @@ class _Writer:
             return
         if query_id is None:
             raise ValueError("commit messages name no single query id")
-        TwoPhaseCommitter.for_options(self._options).commit(query_id, batch_id, results, self._streaming)
+        # A streaming commit runs on a writer Spark's sink runner has just made in this process: its
+        # recovery is the commit's first step (one intent-log read less per batch). Used once.
+        recovered, self._recovered = self._recovered, None
+        TwoPhaseCommitter.for_options(self._options).commit(
+            query_id, batch_id, results, self._streaming, recovered=recovered
+        )
 
     def _abort(self, messages: Sequence[WriterCommitMessage | None], batch_id: int) -> None:
         if self._options.delivery != "exactly_once":

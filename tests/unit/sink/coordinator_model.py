@@ -141,8 +141,10 @@ class MemoryLog:
     def __init__(self) -> None:
         self.entries: list[tuple[bytes | None, IntentRecord | None]] = []
         self.fail_next: str | None = None  # "lost" (not stored) or "landed" (stored all the same)
+        self.reads = 0
 
     def read(self) -> LogState:
+        self.reads += 1
         return fold(self.entries)
 
     def append(self, record: IntentRecord) -> None:
@@ -226,3 +228,15 @@ class World:
         if query_id is not None:
             committer.check_owner(state, query_id)
         return state
+
+    def sink_runner_commit(
+        self,
+        query_id: str,
+        batch_id: int,
+        results: list[TaskResult],
+        streaming: bool = True,
+        faults: Callable[[str], None] = no_fault,
+    ) -> None:
+        """What Spark's streaming sink runner does: make a writer, then commit with its recovered state."""
+        state = self.make_writer(query_id)
+        self.committer(faults).commit(query_id, batch_id, results, streaming, recovered=state)

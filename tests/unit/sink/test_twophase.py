@@ -45,13 +45,13 @@ def crash_batch(world: World, query: str, batch: int, point: str, timing: str, s
     world.make_writer(query)
     results = world.run_tasks(rows_of(batch), STAGGER)
     with pytest.raises(Crash):
-        world.committer(crash_at(point)).commit(query, batch, results, streaming)
+        world.sink_runner_commit(query, batch, results, streaming, crash_at(point))
     world.clock.advance(DOWN[timing])
 
 
 def run_batch(world: World, query: str, batch: int, streaming: bool = True) -> None:
     world.make_writer(query)
-    world.committer().commit(query, batch, world.run_tasks(rows_of(batch)), streaming)
+    world.sink_runner_commit(query, batch, world.run_tasks(rows_of(batch)), streaming)
 
 
 @pytest.mark.parametrize(("point", "timing"), list(itertools.product(POINTS, TIMINGS)))
@@ -337,13 +337,13 @@ def test_any_crash_and_downtime_ends_exactly_once(
     world.make_writer(Q)
     results = world.run_tasks(rows, ago)
     try:
-        world.committer(crash_at(point)).commit(Q, 0, results)
+        world.sink_runner_commit(Q, 0, results, faults=crash_at(point))
     except (Crash, TransactionError):
         world.clock.advance(down_ms)
     for _ in range(replays):  # restarts may replay a batch more than once
         world.make_writer(Q)
         try:
-            world.committer().commit(Q, 0, world.run_tasks(rows))
+            world.committer().commit(Q, 0, world.run_tasks(rows))  # commit recovering by itself
         except TransactionError:
             continue
     assert Counter(world.coordinator.visible) == flat(rows)
