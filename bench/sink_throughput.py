@@ -3,13 +3,14 @@
 One run, same input (default 4,000,000 rows with a 100 B value) on the embedded broker. (a) one Python
 process producing with 10,000-record transactions, before the Spark rows and again after them (the broker
 then holds everything they wrote); ratios are against the mean of the two. The same producer without
-transactions (idempotent, as the sink at least once) shows what transactions cost the broker. Then Spark
-streams on local[2] reading the rows from parquet files (16 of 250,000 rows by default) into the sink, at
-least once and exactly once, at 2 and 4 files (500,000 and 1,000,000 rows) per micro-batch, and into a
-Python sink that does nothing (Spark's own cost of handing the rows to any Python sink: the floor under
-ours). Small warm-up queries run first. Rates are rows over the summed batch durations Spark reports (which
-include the driver's commit of every batch's transactions): over all batches, and over the batches after
-each query's first, which also pays once-per-query costs (the steady state of a long-running query).
+transactions (idempotent, as the sink at least once), also before and after, shows what transactions cost
+the broker. Then Spark streams on local[2] reading the rows from parquet files (16 of 250,000 rows by
+default) into the sink, at least once and exactly once, at 2 and 4 files (500,000 and 1,000,000 rows) per
+micro-batch, and into a Python sink that does nothing (Spark's own cost of handing the rows to any Python
+sink: the floor under ours). Small warm-up queries run first. Rates are rows over the summed batch durations
+Spark reports (which include the driver's commit of every batch's transactions): over all batches, and over
+the batches after each query's first, which also pays once-per-query costs (the steady state of a
+long-running query).
 
     python bench/sink_throughput.py [--records N] [--partitions P] [--files F] [--files-per-batch K[,K...]]
 """
@@ -145,8 +146,8 @@ def main() -> None:
             create(conf, topic, args.partitions)
         raw_before = raw_producer(conf, "raw-before", args.records)
         print(f"(a) raw confluent-kafka transactional producer, 10k/txn: {raw_before:>10,.0f} records/s")
-        idempotent = raw_producer(conf, "raw-idempotent", args.records, per_txn=None)
-        print(f"    the same without transactions (idempotent):        {idempotent:>10,.0f} records/s")
+        idempotent_before = raw_producer(conf, "raw-idempotent", args.records, per_txn=None)
+        print(f"    the same without transactions (idempotent):        {idempotent_before:>10,.0f} records/s")
         spark = local_spark(app_name="bench-sink")
         results: dict[tuple[int, str], Rates] = {}
         try:
@@ -185,7 +186,10 @@ def main() -> None:
             stop_spark(spark)
         raw_after = raw_producer(conf, "raw-after", args.records)
         print(f"(a) the same, after the Spark rows:                   {raw_after:>10,.0f} records/s")
+        idempotent_after = raw_producer(conf, "raw-idempotent", args.records, per_txn=None)
+        print(f"    without transactions, after:                       {idempotent_after:>10,.0f} records/s")
     raw = (raw_before + raw_after) / 2
+    idempotent = (idempotent_before + idempotent_after) / 2
     report(results, raw, idempotent, args.records // args.files, sizes)
 
 
@@ -194,7 +198,7 @@ def report(
 ) -> None:
     """The table, the ratios, and each batch size's floor: what Spark alone takes per batch."""
     ratio = raw / idempotent
-    print(f"raw transactional {raw:,.0f} records/s (mean), idempotent {idempotent:,.0f}: {ratio:.2f}")
+    print(f"raw transactional {raw:,.0f} records/s, idempotent {idempotent:,.0f} (means): {ratio:.2f}")
     print(
         f"{'rows/batch':>10} {'sink':<14} {'batches':>7} {'first (s)':>9} {'median later (s)':>16} "
         f"{'later rec/s':>12} {'all rec/s':>10}"

@@ -4,11 +4,11 @@ Process model (measured, PySpark 4.3): ``streamWriter()`` is called for every mi
 process before the batch's tasks start, and again in Spark's sink runner, which calls ``commit`` or
 ``abort`` on that fresh instance. Exactly-once recovery therefore runs in the constructor: a crashed
 commit is resolved before a replayed batch's tasks fence the transactional ids again, which keeps every
-EndTxn answer exact (see ``twophase``). The sink runner's instance hands the state its recovery read to
-its one ``commit``, so a batch reads the intent log twice, not three times; a pickled copy (the tasks', a
-batch write's commit) carries no state and reads again. The prefix owner check runs there too, where the query id can be
+EndTxn answer exact (see ``twophase``). The prefix owner check runs there too, where the query id can be
 known: a streaming query's from its checkpoint's ``metadata`` file (local checkpoints; otherwise at
-commit), a batch write's from its job id.
+commit), a batch write's from its job id. The sink runner's instance hands the state its recovery read to
+its one ``commit``, so a batch reads the intent log twice, not three times; a pickled copy (the tasks', or
+the planner's writer a batch write commits on) carries no state and reads again.
 """
 
 from __future__ import annotations
@@ -166,11 +166,11 @@ class _Writer:
                     query_sink_path(query_id), {"batches": 1, "records": sum(r.records for r in results)}
                 )
             return
-        if query_id is None:
-            raise ValueError("commit messages name no single query id")
         # A streaming commit runs on a writer Spark's sink runner has just made in this process: its
         # recovery is the commit's first step (one intent-log read less per batch). Used once.
         recovered, self._recovered = self._recovered, None
+        if query_id is None:
+            raise ValueError("commit messages name no single query id")
         TwoPhaseCommitter.for_options(self._options).commit(
             query_id, batch_id, results, self._streaming, recovered=recovered
         )

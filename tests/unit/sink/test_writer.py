@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pickle
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
+from pyspark import cloudpickle
 
 from sparkafka.sink import writer as writer_module
 from sparkafka.sink.options import InputColumns, parse_sink_options
@@ -50,9 +52,12 @@ def test_a_streaming_batch_reads_the_log_once_per_writer(world: World) -> None:
     assert world.coordinator.open_transactions() == []
 
 
-def test_a_writer_pickled_elsewhere_reads_the_log_again_before_committing(world: World) -> None:
+@pytest.mark.parametrize("dumps", [pickle.dumps, cloudpickle.dumps], ids=["pickle", "pyspark-cloudpickle"])
+def test_a_writer_pickled_elsewhere_reads_the_log_again_before_committing(
+    world: World, dumps: Callable[[object], bytes]
+) -> None:
     writer = KafkaStreamWriter(OPTIONS, InputColumns())
-    copy = pickle.loads(pickle.dumps(writer))  # what a task (or another process) would hold
+    copy = pickle.loads(dumps(writer))  # what a task (or another process) would hold
     msgs = messages(world, 0)
     reads = world.log.reads
     copy.commit(msgs, 0)
