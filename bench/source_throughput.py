@@ -1,10 +1,11 @@
 """Source throughput: sparkafka on local[2] into Spark's noop sink vs a raw confluent-kafka consumer.
 
-Both read the same topic (default 2,000,000 records of 100 B in 4 partitions) on the embedded broker, in
-one run, side by side. Python workers are warmed up by a small query first. Two Spark figures: steady
-state, records over the summed batch durations Spark reports for the timed query, and the backlog drain,
-records over the wall time from the query's ``start()`` to the end of its availableNow run (so per-query
-and per-batch start-up costs count).
+Both read the same topic (default 2,000,000 records of 100 B in 4 partitions) on the embedded broker, in one
+run, side by side; the raw consumer before and after the Spark rows (its rate moves between runs of the same
+machine), ratios against the mean of the two. Python workers are warmed up by a small query first. Two Spark
+figures: steady state, records over the summed batch durations Spark reports for the timed query, and the
+backlog drain, records over the wall time from the query's ``start()`` to the end of its availableNow run
+(so per-query and per-batch start-up costs count).
 
     python bench/source_throughput.py [--records N] [--partitions P] [--batch-records B] [--cluster]
 
@@ -108,11 +109,14 @@ def main() -> None:
             f"filled {topic}: {total} records of 100 B in {args.partitions} partitions, "
             f"{time.perf_counter() - t:.1f} s"
         )
-        raw = raw_consumer(conf, topic, args.partitions, total)
-        print(f"(a) raw confluent-kafka consumer, 1 process : {raw:>12,.0f} records/s")
+        raw_before = raw_consumer(conf, topic, args.partitions, total)
+        print(f"(a) raw confluent-kafka consumer, 1 process : {raw_before:>12,.0f} records/s")
         fill(conf, "bench-warmup", 20_000, args.partitions)
         spark = local_spark(app_name="bench-source")
         ours, drain = measure(spark, broker.bootstrap_servers, topic, total, args)
+        raw_after = raw_consumer(conf, topic, args.partitions, total)
+        print(f"(a) the same, after the Spark rows           : {raw_after:>12,.0f} records/s")
+        raw = (raw_before + raw_after) / 2
         print(f"(b) sparkafka source, local[2] -> noop       : {ours:>12,.0f} records/s (steady)")
         print(f"(d) the same, start() to availableNow's end  : {drain:>12,.0f} records/s (backlog drain)")
         print(f"ratio (b)/(a): {ours / raw:.2f}   ratio (d)/(a): {drain / raw:.2f}")
