@@ -130,6 +130,7 @@ class _Store:
         self.schemas: list[dict[str, Any]] = []  # id - 1 -> {schema, schemaType, references}
         self.subjects: dict[str, list[int]] = {}  # subject -> ids by version - 1
         self.config: dict[str, str] = {"": "BACKWARD"}
+        self.requests: list[str] = []  # "METHOD /path", in order of arrival
 
 
 def _key(entry: dict[str, Any]) -> str:
@@ -166,6 +167,8 @@ class _Handler(BaseHTTPRequestHandler):
         return json.loads(self.rfile.read(length) or b"{}")
 
     def _handle(self, method: str) -> None:
+        with self.store.lock:
+            self.store.requests.append(f"{method} {self.path}")
         if self.users is not None:
             auth = self.headers.get("Authorization", "")
             user, _, password = base64.b64decode(auth[6:] or b"").decode().partition(":")
@@ -321,7 +324,8 @@ class TestSchemaRegistry:
     __test__ = False  # not a pytest test class
 
     def __init__(self, users: dict[str, str] | None = None) -> None:
-        handler = type("Handler", (_Handler,), {"store": _Store(), "users": users})
+        self._store = _Store()
+        handler = type("Handler", (_Handler,), {"store": self._store, "users": users})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
@@ -332,6 +336,12 @@ class TestSchemaRegistry:
     def url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
+
+    @property
+    def requests(self) -> list[str]:
+        """Every request so far, ``METHOD /path``: what a client asked, and how often."""
+        with self._store.lock:
+            return list(self._store.requests)
 
     def __enter__(self) -> TestSchemaRegistry:
         self._thread.start()

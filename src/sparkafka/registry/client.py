@@ -70,7 +70,7 @@ class RegistryConfig:
     @property
     def where(self) -> str:
         """The URL as errors and logs show it: user info in the URL masked."""
-        return re.sub(r"//[^/@]*@", f"//{_MASK}@", self.url)
+        return _masked_url(self.url)
 
     def client_conf(self) -> dict[str, Any]:
         """confluent-kafka's SchemaRegistryClient settings."""
@@ -82,6 +82,11 @@ class RegistryConfig:
         return conf
 
 
+def _masked_url(url: str) -> str:
+    """``url`` with any user info (``//user:password@``) masked."""
+    return re.sub(r"//[^/@]*@", f"//{_MASK}@", url)
+
+
 def parse_registry(options: Mapping[str, Any], where: str = "schema_registry") -> RegistryConfig:
     """A ``[schema_registry]`` table (or keyword arguments) as a RegistryConfig; unknown keys rejected."""
     unknown = sorted(set(options) - _KEYS)
@@ -89,7 +94,7 @@ def parse_registry(options: Mapping[str, Any], where: str = "schema_registry") -
         raise ConfigError(f"{where}.{unknown[0]} is not a known setting; allowed: {', '.join(sorted(_KEYS))}")
     url = options.get("url")
     if not isinstance(url, str) or not re.match(r"https?://", url):
-        shown = re.sub(r"//[^/@]*@", f"//{_MASK}@", url) if isinstance(url, str) else url
+        shown = _masked_url(url) if isinstance(url, str) else url
         raise ConfigError(
             f"{where}.url = {shown!r}: use the registry's base URL, http://host:port or https://..."
         )
@@ -160,23 +165,15 @@ def _call(cfg: RegistryConfig, what: str, fn: Any, *args: Any, **kwargs: Any) ->
         }.get(code, {401: "unauthorized: check schema_registry.basic_auth_user_info"}.get(status, ""))
         detail = f"{hint}: {e.error_message}" if hint else str(e)
         raise RegistryError(f"schema registry {cfg.where}: {what}: {detail}", code=code or status) from None
-    except (
-        OSError,
-        RuntimeError,
-        ValueError,
-        TypeError,
-    ) as e:  # httpx transport errors are OSError/RuntimeError
+    except Exception as e:
+        # httpx transport errors are OSError/RuntimeError, or (ConnectError, TimeoutException) neither.
+        transport = type(e).__module__.startswith(("httpx", "httpcore"))
+        if not transport and not isinstance(e, OSError | RuntimeError | ValueError | TypeError):
+            raise
         raise RegistryError(
             f"schema registry {cfg.where} is unreachable ({type(e).__name__}: {e}) while looking up {what}; "
             "check schema_registry.url"
         ) from None
-    except Exception as e:  # httpx's ConnectError and TimeoutException are neither OSError nor RuntimeError
-        if type(e).__module__.startswith(("httpx", "httpcore")):
-            raise RegistryError(
-                f"schema registry {cfg.where} is unreachable ({type(e).__name__}: {e}) while looking up "
-                f"{what}; check schema_registry.url"
-            ) from None
-        raise
 
 
 def _registered(raw: Any, schema_id: int | None = None) -> RegisteredSchema:

@@ -30,6 +30,7 @@ from sparkafka.registry.client import (
     schema_by_version,
 )
 from sparkafka.registry.wire import (
+    HEADER,
     FrameError,
     frame,
     read_message_indexes,
@@ -117,23 +118,34 @@ class _UnknownIdError(Exception):
     pass
 
 
-_missing: dict[tuple[RegistryConfig, int], str] = {}
-"""Writer ids the registry said it does not have, per process: one request per id, not per record."""
-
-
 @functools.lru_cache(maxsize=1024)
 def _decoder(spec: DecodeSpec, schema_id: int, indexes: tuple[int, ...]) -> Callable[[bytes, int], Any]:
-    """The decoder of records framed with ``schema_id`` (and message ``indexes``), resolved to the reader."""
+    """The decoder of records framed with ``schema_id`` (and message ``indexes``), resolved to the reader.
+
+    Cached per process, including for ids no record can be read with: their decoder raises the record's
+    ``_UnknownIdError``, so the registry is asked once per id, not once per record.
+    """
+    try:
+        return _resolved_decoder(spec, schema_id, indexes)
+    except _UnknownIdError as e:
+        reason = str(e)
+
+        def unreadable(_data: bytes, _start: int) -> Any:
+            raise _UnknownIdError(reason)
+
+        return unreadable
+
+
+def _resolved_decoder(
+    spec: DecodeSpec, schema_id: int, indexes: tuple[int, ...]
+) -> Callable[[bytes, int], Any]:
     cfg = spec.registry
     reader, reader_arrow = _reader(spec)
-    if (cfg, schema_id) in _missing:
-        raise _UnknownIdError(_missing[cfg, schema_id])
     try:
         found = schema_by_id(cfg, schema_id, spec.format)
     except RegistryError as e:
         if e.code in (40403, 404):
-            _missing[cfg, schema_id] = f"schema id {schema_id} is not in the registry at {cfg.where}"
-            raise _UnknownIdError(_missing[cfg, schema_id]) from None
+            raise _UnknownIdError(f"schema id {schema_id} is not in the registry at {cfg.where}") from None
         raise
     if found.format != spec.format:
         raise _UnknownIdError(f"schema id {schema_id} is a {found.format} schema, not {spec.format}")
@@ -184,7 +196,8 @@ def decode_values(spec: DecodeSpec, values: list[bytes | None]) -> tuple[list[An
     """(decoded values, error texts) of framed records; None stays None. See the module for what raises."""
     out: list[Any] = []
     errors: list[str | None] = []
-    last_id, last_decode = None, None
+    last_key: tuple[int, tuple[int, ...]] | None = None
+    decode: Callable[[bytes, int], Any] | None = None
     protobuf_format = spec.format == "protobuf"
     for data in values:
         if data is None:
@@ -193,15 +206,10 @@ def decode_values(spec: DecodeSpec, values: list[bytes | None]) -> tuple[list[An
             continue
         try:
             schema_id = schema_id_of(data)
-            start = 5
-            if protobuf_format:
-                indexes, start = read_message_indexes(data)
-                decode = _decoder(spec, schema_id, tuple(indexes))
-            elif schema_id == last_id and last_decode is not None:
-                decode = last_decode
-            else:
-                decode = last_decode = _decoder(spec, schema_id, ())
-                last_id = schema_id
+            indexes, start = read_message_indexes(data) if protobuf_format else ([], HEADER)
+            key = (schema_id, tuple(indexes))
+            if key != last_key or decode is None:  # most records share the previous record's writer
+                decode, last_key = _decoder(spec, *key), key
             out.append(decode(data, start))
             errors.append(None)
         except avro.IncompatibleSchemaError as e:
@@ -247,10 +255,10 @@ def _to_arrow(values: list[Any], errors: list[str | None], t: pa.DataType) -> pa
 def decode_array(spec: DecodeSpec, data: pa.Array) -> pa.StructArray:
     """A binary array of framed records as ``struct<value: T, error: string>`` (T the reader's type)."""
     values, errors = decode_values(spec, data.to_pylist())
-    built = _reader(spec)[1]
+    built, ready = _reader(spec)[1], reader_type(spec)
     decoded = _to_arrow(values, errors, built)
-    if built != reader_type(spec):
-        decoded = decoded.cast(reader_type(spec))
+    if built != ready:
+        decoded = decoded.cast(ready)
     return pa.StructArray.from_arrays([decoded, pa.array(errors, pa.string())], names=list(RESULT_FIELDS))
 
 

@@ -143,15 +143,16 @@ def conformer(t: pa.DataType, path: str = "") -> Callable[[Any], Any]:
         "double": ((int, float), "a number"),
         "bool": (bool, "a boolean"),
     }
-    if str(t) in checks:
-        kinds, what = checks[str(t)]
+    name = str(t)
+    if name in checks:
+        kinds, what = checks[name]
 
         def scalar(v: Any) -> Any:
             if v is None:
                 return None
-            if not isinstance(v, kinds) or (isinstance(v, bool) and str(t) != "bool"):
+            if not isinstance(v, kinds) or (isinstance(v, bool) and name != "bool"):
                 raise MismatchError(f"{where}: expected {what}, got {json.dumps(v)[:40]}")
-            return float(v) if str(t) == "double" else v  # type: ignore[arg-type]
+            return float(v) if name == "double" else v  # type: ignore[arg-type]
 
         return scalar
 
@@ -183,15 +184,7 @@ def _default(v: Any) -> Any:
 
 def encode(value: Any) -> bytes:
     """The JSON of a value (maps as objects, timestamps ISO 8601, bytes base64, decimals strings)."""
-    return json.dumps(_objects(value), separators=(",", ":"), default=_default).encode()
-
-
-def _objects(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {k: _objects(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_objects(x) for x in v]
-    return v
+    return json.dumps(value, separators=(",", ":"), default=_default).encode()
 
 
 def derive(t: pa.DataType, title: str) -> str:

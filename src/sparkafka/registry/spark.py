@@ -144,8 +144,6 @@ def decode_column(data: Any, spec: DecodeSpec, errors: OnError = "column") -> An
         if errors == "fail":
             bad = [e for e in out.field("error").to_pylist() if e is not None]
             if bad:
-                from sparkafka.errors import RegistryError
-
                 raise RegistryError(f"undecodable record: {bad[0]} ({len(bad)} in this batch)")
         return out
 

@@ -105,6 +105,21 @@ def test_per_record_faults_come_back_as_errors_and_the_rest_decodes(registry: Te
     assert f"undecodable with schema id {id1}" in errors[3]
 
 
+def test_an_unknown_writer_id_is_asked_for_once_not_per_record(registry: TestSchemaRegistry) -> None:
+    cfg = parse_registry({"url": registry.url})
+    id1 = register_or_lookup(cfg, "avro", "u-value", json.dumps(V1), True).schema_id
+    good = _avro_bytes(V1, id1, {"id": "a", "amount": 1.0})
+    unknown = frame(88888, b"\x02a")
+    spec = decode_spec(cfg, "avro", "u-value")
+    for _ in range(2):  # two batches in one worker process
+        out = decode_array(spec, pa.array([unknown, good, unknown, unknown], pa.binary()))
+        errors = out.field("error").to_pylist()
+        assert [e is None for e in errors] == [False, True, False, False]
+        missing = f"schema id 88888 is not in the registry at {registry.url}"
+        assert all(missing in errors[i] for i in (0, 2, 3))
+    assert sum("/schemas/ids/88888" in r for r in registry.requests) == 1
+
+
 def test_a_reader_that_cannot_read_a_writer_fails_naming_both(registry: TestSchemaRegistry) -> None:
     cfg = parse_registry({"url": registry.url})
     writer = register_or_lookup(cfg, "avro", "w-value", json.dumps(V1), True).schema_id
