@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sparkafka.clients import admin_client
 from sparkafka.committed_view import RawRecord, committed_view
 from sparkafka.local.tansu_workarounds import exact_latest_producer_conf
 from sparkafka.structs import TopicPartition, committed_offsets
@@ -63,10 +64,6 @@ class Kafka:
     def __init__(self, conf: dict[str, str]) -> None:
         self.conf = conf
 
-    @property
-    def bootstrap(self) -> str:
-        return self.conf["bootstrap.servers"]
-
     def topic(self, partitions: int = 1, prefix: str = "t", config: Mapping[str, str] | None = None) -> str:
         """A new, uniquely named topic: ``kafka.topic(partitions=4)``."""
         name = f"{prefix}-{uuid.uuid4().hex[:12]}"
@@ -76,18 +73,16 @@ class Kafka:
     def create_topics(
         self, names: Iterable[str], partitions: int, config: Mapping[str, str] | None = None
     ) -> None:
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import NewTopic
 
-        admin = AdminClient(self.conf)  # referenced until every future below has resolved
+        admin = admin_client(self.conf)  # the process's client for this broker, kept while futures resolve
         specs = [NewTopic(name, partitions, 1, config=dict(config or {})) for name in names]
         for future in admin.create_topics(specs).values():
             future.result(30)
 
     def ensure_topics(self, partitions: Mapping[str, int]) -> None:
         """Create the fixed-name topics (name -> partitions) that do not exist yet (the examples' topics)."""
-        from confluent_kafka.admin import AdminClient
-
-        existing = AdminClient(self.conf).list_topics(timeout=30).topics
+        existing = admin_client(self.conf).list_topics(timeout=30).topics
         for name, count in partitions.items():
             if name not in existing:
                 self.create_topics([name], count)

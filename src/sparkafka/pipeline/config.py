@@ -76,6 +76,7 @@ from sparkafka.registry.client import (
     RegistryConfig,
     SubjectStrategy,
     parse_registry,
+    subject_name,
 )
 
 if TYPE_CHECKING:
@@ -218,6 +219,11 @@ class PipelineConfig:
     encode: Format | None = None
     key_encode: Format | None = None
     encoding: SinkEncoding = field(default_factory=SinkEncoding)
+
+    @property
+    def query_name(self) -> str:
+        """The streaming query's name (Spark's query names take no dashes); metrics are labelled by it."""
+        return self.name.replace("-", "_")
 
     def timeout_warning(self, margin_ms: int = 60_000) -> str | None:
         """Flink's start-up check: exactly-once transactions must outlive a trigger interval plus recovery."""
@@ -543,7 +549,7 @@ def _schema_choice(source: _Fields, prefix: str, decode: str, parsed: SourceOpti
             raise source.error(
                 f"source.{names[0]}", "is required unless the source subscribes to exactly one topic"
             )
-        subject = f"{topics[0]}-{'key' if prefix else 'value'}"
+        subject = subject_name("topic", topics[0], "", "key" if prefix else "value")
     message = source.text(names[3])
     if message is not None and decode != "protobuf":
         raise source.error(f"source.{names[3]}", "applies to protobuf only")

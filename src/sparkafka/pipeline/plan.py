@@ -232,8 +232,9 @@ def _quote(text: str | None) -> str:
     return (text or "").replace("\\", "\\\\").replace("'", "\\'")
 
 
-def _output(spark: Any, cfg: PipelineConfig, dry_run: bool = False) -> Any:
-    src, dead = _split_malformed(source_frame(spark, cfg), cfg)
+def _output(spark: Any, cfg: PipelineConfig, dry_run: bool = False, source: Any = None) -> Any:
+    """The frame the sink writes; ``source``: the ``source_frame`` already built for ``cfg``, if any."""
+    src, dead = _split_malformed(source if source is not None else source_frame(spark, cfg), cfg)
     if cfg.watermark:
         src = src.withWatermark(*cfg.watermark)
     src.createOrReplaceTempView("source")
@@ -301,7 +302,7 @@ def _encode(out: Any, cfg: PipelineConfig, dry_run: bool = False) -> Any:
 
 def build_query(spark: Any, cfg: PipelineConfig) -> Any:
     """Start the streaming query the pipeline file declares."""
-    writer = _output(spark, cfg).writeStream.format("sparkafka").queryName(cfg.name.replace("-", "_"))
+    writer = _output(spark, cfg).writeStream.format("sparkafka").queryName(cfg.query_name)
     for key, value in cfg.sink_options.items():
         writer = writer.option(key, value)
     writer = writer.option("checkpointLocation", cfg.checkpoint)
@@ -311,16 +312,17 @@ def build_query(spark: Any, cfg: PipelineConfig) -> Any:
 
 def describe_plan(spark: Any, cfg: PipelineConfig) -> str:
     """The resolved options (secrets masked) and the output schema, for ``--dry-run``."""
+    source = source_frame(spark, cfg)  # once: with decode, it looks up the reader schema in the registry
     lines = [
         f"pipeline {cfg.name} ({cfg.path})",
         f"checkpoint: {cfg.checkpoint}",
         f"trigger: {cfg.trigger or 'availableNow'}",
         f"spark: master {describe_master(spark)}, config in effect {_effective(spark, cfg.spark_config)}",
         f"source ({cfg.decode}): {mask_secrets(cfg.source_options)}",
-        f"view source: {source_frame(spark, cfg).schema.simpleString()}",
+        f"view source: {source.schema.simpleString()}",
     ]
     lines += [f"table {t.name}: {t.format} {t.path}" for t in cfg.tables]
-    lines.append(f"output: {_output(spark, cfg, dry_run=True).schema.simpleString()}")
+    lines.append(f"output: {_output(spark, cfg, dry_run=True, source=source).schema.simpleString()}")
     lines.append(f"sink: {mask_secrets(cfg.sink_options)}")
     return "\n".join(lines)
 

@@ -16,8 +16,6 @@ from pathlib import Path
 from sparkafka.clients import AdminMetadata
 from sparkafka.errors import BrokerError, ConfigError
 from sparkafka.pipeline.config import PipelineConfig
-from sparkafka.sink.options import parse_sink_options
-from sparkafka.source.options import parse_source_options
 
 __all__ = ["PREFLIGHT_TIMEOUT_S", "preflight"]
 
@@ -41,7 +39,7 @@ def preflight(cfg: PipelineConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> No
     for i, table in enumerate(cfg.tables):
         if not Path(table.path).exists():
             raise ConfigError(f"{cfg.path}: table[{i}].path = {table.path}: no such file")
-    source = parse_source_options(cfg.source_options)
+    source = cfg.source
     topics = _topics(cfg, "source.options", source.kafka, timeout_s)
     sub = source.subscription
     where = source.kafka.get("bootstrap.servers")
@@ -56,7 +54,7 @@ def preflight(cfg: PipelineConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> No
         raise ConfigError(
             f"{cfg.path}: source.options {sub.describe()}: no topic on {where} matches (create one first)"
         )
-    sink = parse_sink_options(cfg.sink_options)
+    sink = cfg.sink
     sink_topics = topics if sink.kafka.get("bootstrap.servers") == where else None
     if sink_topics is None:
         sink_topics = _topics(cfg, "sink.options", sink.kafka, timeout_s)

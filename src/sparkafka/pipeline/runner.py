@@ -107,9 +107,8 @@ def _start_metrics(cfg: PipelineConfig, screen: _Screen) -> tuple[Exporter | Non
         return None, None
     from sparkafka.prometheus import Exporter, start_server
 
-    query_name = cfg.name.replace("-", "_")
     group = cfg.source.group_id
-    exporter = Exporter(groups={query_name: group} if group else None, malformed_action=cfg.on_malformed)
+    exporter = Exporter(groups={cfg.query_name: group} if group else None, malformed_action=cfg.on_malformed)
     server = start_server(exporter, cfg.metrics_port, cfg.metrics_host)
     screen.say(f"Prometheus metrics on http://{server.host}:{server.port}/metrics")
     return exporter, server
