@@ -196,7 +196,8 @@ def decode_values(spec: DecodeSpec, values: list[bytes | None]) -> tuple[list[An
     """(decoded values, error texts) of framed records; None stays None. See the module for what raises."""
     out: list[Any] = []
     errors: list[str | None] = []
-    last_key: tuple[int, tuple[int, ...]] | None = None
+    last_id = -1
+    last_indexes: tuple[int, ...] = ()
     decode: Callable[[bytes, int], Any] | None = None
     protobuf_format = spec.format == "protobuf"
     for data in values:
@@ -206,10 +207,14 @@ def decode_values(spec: DecodeSpec, values: list[bytes | None]) -> tuple[list[An
             continue
         try:
             schema_id = schema_id_of(data)
-            indexes, start = read_message_indexes(data) if protobuf_format else ([], HEADER)
-            key = (schema_id, tuple(indexes))
-            if key != last_key or decode is None:  # most records share the previous record's writer
-                decode, last_key = _decoder(spec, *key), key
+            indexes: tuple[int, ...] = ()
+            start = HEADER
+            if protobuf_format:
+                found, start = read_message_indexes(data)
+                indexes = tuple(found)
+            if decode is None or schema_id != last_id or indexes != last_indexes:  # most records share
+                decode = _decoder(spec, schema_id, indexes)  # the previous record's writer
+                last_id, last_indexes = schema_id, indexes
             out.append(decode(data, start))
             errors.append(None)
         except avro.IncompatibleSchemaError as e:
