@@ -25,6 +25,10 @@ Apache Kafka generates (22 characters of URL-safe base64: Apache Kafka, Confluen
 cost. Any other broker gets one probe: two records in one batch into a private topic
 (``_sparkafka-probe-...``, deleted again), then ListOffsets(latest) must answer 2. A broker that refuses
 the probe topic (authorization) is trusted.
+
+**Leader elections** (a broker dying) are ridden through as everywhere in the client layer
+(``clients.is_leaderless``): the probe's broker calls are retried, and a fetch to the end of a partition
+waits out leaderless answers until its deadline.
 """
 
 from __future__ import annotations
@@ -36,7 +40,18 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from sparkafka.clients import admin_client, broker_error, cached, learn_topics, new_consumer, new_producer
+from sparkafka.clients import (
+    DEFAULT_TIMEOUT_S,
+    LEADER_ELECTION_S,
+    admin_client,
+    broker_error,
+    cached,
+    is_leaderless,
+    learn_topics,
+    new_consumer,
+    new_producer,
+    with_retries,
+)
 from sparkafka.structs import INTERNAL_TOPIC_PREFIX, TopicPartition
 
 __all__ = [
@@ -95,7 +110,7 @@ def looks_like_kafka_cluster_id(cluster_id: str | None) -> bool:
     return cluster_id is not None and _KAFKA_CLUSTER_ID.fullmatch(cluster_id) is not None
 
 
-def latest_is_exact(conf: Mapping[str, str], timeout_s: float = 30.0, admin: Any = None) -> bool:
+def latest_is_exact(conf: Mapping[str, str], timeout_s: float = DEFAULT_TIMEOUT_S, admin: Any = None) -> bool:
     """Whether this broker's ListOffsets(latest) can be trusted (see the module docstring); cached.
 
     ``admin``: the caller's AdminClient (default: the process's one for ``conf``).
@@ -110,7 +125,9 @@ def _probe(conf: Mapping[str, str], timeout_s: float, admin: Any) -> bool:
     from confluent_kafka import TopicPartition as CTopicPartition
     from confluent_kafka.admin import NewTopic, OffsetSpec
 
-    cluster_id = admin.list_topics(timeout=timeout_s).cluster_id
+    cluster_id = with_retries(
+        "looking up the cluster id", conf, lambda left: admin.list_topics(timeout=left).cluster_id, timeout_s
+    )
     if looks_like_kafka_cluster_id(cluster_id):
         return True
     topic = f"{INTERNAL_TOPIC_PREFIX}probe-{uuid.uuid4().hex[:12]}"
@@ -129,7 +146,13 @@ def _probe(conf: Mapping[str, str], timeout_s: float, admin: Any) -> bool:
         if producer.flush(timeout_s):
             return True
         spec = {CTopicPartition(topic, 0): OffsetSpec.latest()}
-        latest = next(iter(admin.list_offsets(spec, request_timeout=timeout_s).values())).result(timeout_s)
+
+        def lookup(left: float) -> Any:
+            # Cut off after LEADER_ELECTION_S: librdkafka waits for a dead leader to come back.
+            answer = admin.list_offsets(spec, request_timeout=min(left, LEADER_ELECTION_S))
+            return next(iter(answer.values())).result(left)
+
+        latest = with_retries(f"looking up the end of {topic}", conf, lookup, timeout_s)
     except Exception as e:  # noqa: BLE001 - the probe itself failed: keep the conformant path, say so
         log.warning("ListOffsets probe on cluster %s failed (%s); trusting ListOffsets", cluster_id, e)
         return True
@@ -190,6 +213,10 @@ def _consume_to_ends(
             elif error.code() == KafkaError._PARTITION_EOF:
                 ends[tp] = max(ends[tp], msg.offset())
                 waiting.discard(tp)
+            elif is_leaderless(error):
+                # librdkafka finds the new leader itself; a broker down is no fetch-wait stall either.
+                log.info("fetching to the ends of partitions: %s; waiting for the leader", error)
+                last_progress = time.monotonic()
             else:
                 raise broker_error(f"fetching {tp} to find its end", conf, error)
     return False
@@ -199,7 +226,7 @@ def fetched_end_offsets(
     conf: Mapping[str, str],
     lower_bounds: Mapping[TopicPartition, int],
     read_committed: bool,
-    timeout_s: float = 30.0,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> dict[TopicPartition, int]:
     """The end of each partition, found by fetching from ``lower_bounds`` to the end-of-partition event.
 
@@ -207,6 +234,8 @@ def fetched_end_offsets(
     ListOffsets answer, or the query's position): a read_committed fetch that starts above the last stable
     offset waits forever on tansu (measured). The end is the consumer's position after the event, which is
     past any trailing transaction marker, or the bound itself when nothing was read.
+
+    Leaderless answers (a broker dying) are waited out within ``timeout_s``.
 
     Raises:
         BrokerError: the end of some partition was not reached within ``timeout_s``.

@@ -6,6 +6,15 @@ leaders are not known everywhere yet, a coordinator moving, a broker restarting)
 until the caller's timeout (``metadataTimeoutMs``), and then fail with one wording:
 ``<what> failed against bootstrap servers <servers>: <error>``.
 
+**Leader elections.** When a broker dies, its partitions and coordinators answer without a leader until
+Apache Kafka (KRaft) declares it dead, after ``broker.session.timeout.ms`` (9 s by default), and elects new
+leaders (``LEADER_ELECTION_S``). Clients word that in many ways (``is_leaderless``): librdkafka's ListOffsets
+fails the whole request with ``_NOENT`` "Failed to query partition leaders: No leaders found" when no
+partition asked about has a leader, and waits for a dead leader to come back rather than for a new one.
+Every lookup here retries those answers, refreshing the metadata in between, for ``DEFAULT_TIMEOUT_S``
+(measured failure without this: a 3-broker cluster with a broker killed every 15 s failed the exactly-once
+sink's intent log lookup at once with that ``_NOENT``).
+
 Clients are cached per process and per settings (``cached``): Spark reuses Python workers across tasks
 and micro-batches, and a confluent-kafka client must stay referenced until its futures resolve.
 """
@@ -24,11 +33,15 @@ from sparkafka.errors import BrokerError, PartitionsGoneError
 from sparkafka.structs import TopicPartition, committed_offsets
 
 __all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "LEADER_ELECTION_S",
     "AdminMetadata",
     "admin_client",
     "admin_settings",
     "broker_error",
     "cached",
+    "error_code",
+    "is_leaderless",
     "is_retriable",
     "new_consumer",
     "new_kafka_python_admin",
@@ -41,44 +54,127 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# Kafka error codes (and librdkafka's local ones) that a retry can cure.
-_RETRIABLE_CODES = {
+LEADER_ELECTION_S = 10.0
+"""How long a dead broker's partitions and coordinators can answer without a (reachable) leader.
+
+Apache Kafka (KRaft) declares a broker dead after ``broker.session.timeout.ms`` (9 s by default), then
+elects new leaders from the in-sync replicas and spreads the metadata, which takes well under a second.
+Until then requests reach the dead broker (connection refused, timeouts) or find no leader at all. Also
+the bound on one ListOffsets request (``AdminMetadata``): librdkafka sends it to the leader its metadata
+names and, while that broker is down, waits for it to come back rather than for a new leader; cut off
+after this long, the retry, after a metadata refresh, reaches the leader elected meanwhile.
+"""
+
+DEFAULT_TIMEOUT_S = 30.0
+"""Default bound on a lookup, retries included (``metadataTimeoutMs`` defaults to the same 30 s).
+
+Three times ``LEADER_ELECTION_S``: a lookup started as a broker dies rides through the election, and
+through a request cut off waiting for the dead leader, with time to spare. A shorter bound turns every
+broker restart into a failed query.
+"""
+
+# Answers given while a partition, coordinator or controller has no reachable leader: its broker died or
+# restarted, and Kafka has not yet (or just) elected another one. Kafka codes and librdkafka's local ones.
+_LEADERLESS_CODES = {
+    5,  # LEADER_NOT_AVAILABLE: no leader elected yet
+    6,  # NOT_LEADER_OR_FOLLOWER (NOT_LEADER_FOR_PARTITION): asked a broker that no longer leads it
+    7,  # REQUEST_TIMED_OUT: the leader waited for replicas on a dead broker
+    13,  # NETWORK_EXCEPTION: the leader's connection to a replica broke
+    14,  # COORDINATOR_LOAD_IN_PROGRESS: a new coordinator is loading its log
+    15,  # COORDINATOR_NOT_AVAILABLE: the coordinator's partition has no leader yet
+    16,  # NOT_COORDINATOR: the coordinator moved
+    19,  # NOT_ENOUGH_REPLICAS: the in-sync replicas shrank below min.insync.replicas
+    20,  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    41,  # NOT_CONTROLLER: the controller moved
+    56,  # KAFKA_STORAGE_ERROR: the leader's log directory went offline; leadership moves
+    74,  # FENCED_LEADER_EPOCH: the client's leader is older than the broker's
+    75,  # UNKNOWN_LEADER_EPOCH: the client's leader is newer than the broker's
+    78,  # OFFSET_NOT_AVAILABLE: a new leader whose high watermark is not caught up yet
+    -195,  # _TRANSPORT: the connection to the (dead) leader broke or was refused
+    -187,  # _ALL_BROKERS_DOWN: every broker the client is connected to is down
+    -185,  # _TIMED_OUT: no answer in time, e.g. waiting for a dead leader to come back
+    -180,  # _WAIT_COORD: waiting for the coordinator
+}
+_NOENT = -156
+"""librdkafka's generic "no such entry": a leaderless answer only when its message speaks of leaders."""
+
+# Other answers a retry can cure.
+_TRANSIENT_CODES = {
     3,  # UNKNOWN_TOPIC_OR_PARTITION: just after creation, before every broker knows the topic
-    5,  # LEADER_NOT_AVAILABLE
-    6,  # NOT_LEADER_OR_FOLLOWER
-    7,  # REQUEST_TIMED_OUT
-    13,  # NETWORK_EXCEPTION
-    14,  # COORDINATOR_LOAD_IN_PROGRESS
-    15,  # COORDINATOR_NOT_AVAILABLE
-    16,  # NOT_COORDINATOR
-    41,  # NOT_CONTROLLER
-    56,  # KAFKA_STORAGE_ERROR
-    74,  # FENCED_LEADER_EPOCH
-    75,  # UNKNOWN_LEADER_EPOCH
-    78,  # OFFSET_NOT_AVAILABLE
-    -195,  # _TRANSPORT: the connection broke
-    -193,  # _RESOLVE
-    -187,  # _ALL_BROKERS_DOWN
-    -185,  # _TIMED_OUT
-    -180,  # _WAIT_COORD
+    -193,  # _RESOLVE: a broker's name did not resolve (DNS hiccup, a broker being replaced)
 }
 UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
-def _code(error: BaseException | Any) -> int | None:
-    """The Kafka error code inside a confluent-kafka exception or KafkaError, if there is one."""
-    inner = error.args[0] if isinstance(error, BaseException) and error.args else error
+def _inner(error: BaseException | Any) -> Any:
+    """The object that carries the code: a KafkaException's KafkaError, else ``error`` itself."""
+    if isinstance(error, BaseException) and error.args and callable(getattr(error.args[0], "code", None)):
+        return error.args[0]
+    return error
+
+
+def error_code(error: BaseException | Any) -> int | None:
+    """The Kafka error code of ``error``, if it has one.
+
+    ``error``: a confluent-kafka KafkaException or KafkaError, or a kafka-python error (``kafka.errors``,
+    whose classes carry ``errno`` and a boolean ``retriable``; ``errno`` of other exceptions, such as
+    OSError's, is not a Kafka code).
+    """
+    inner = _inner(error)
     code = getattr(inner, "code", None)
-    return int(code()) if callable(code) else None
+    if callable(code):
+        return int(code())
+    errno = getattr(inner, "errno", None)
+    if isinstance(errno, int) and isinstance(getattr(inner, "retriable", None), bool):
+        return errno
+    return None
+
+
+def is_leaderless(error: BaseException | Any) -> bool:
+    """Whether ``error`` is an answer given while a leader is missing or moving (see ``LEADER_ELECTION_S``).
+
+    Matched by code, and by message only for librdkafka's generic ``_NOENT``, which its ListOffsets and
+    DeleteRecords give as "Failed to query partition leaders: No leaders found" when no partition asked
+    about has a leader. The partitions of a deleted topic get that same answer: a caller that must tell the
+    two apart asks the metadata, as ``AdminMetadata`` does (a deleted topic is ``PartitionsGoneError``).
+    librdkafka's ``_UNKNOWN_PARTITION`` is not leaderless: it means the topic has fewer partitions.
+    """
+    code = error_code(error)
+    if code in _LEADERLESS_CODES:
+        return True
+    if code != _NOENT:
+        return False
+    inner = _inner(error)
+    text = inner.str() if callable(getattr(inner, "str", None)) else str(inner)
+    return "leader" in str(text).lower()
 
 
 def is_retriable(error: BaseException | Any) -> bool:
-    """Whether a retry can cure ``error`` (a KafkaException, a KafkaError, or a timeout)."""
-    code = _code(error)
-    if code is not None:
-        retriable = getattr(error.args[0] if isinstance(error, BaseException) else error, "retriable", None)
-        return code in _RETRIABLE_CODES or bool(callable(retriable) and retriable())
-    return isinstance(error, TimeoutError)
+    """Whether a retry can cure ``error`` (a KafkaException, a KafkaError, a kafka-python error, a timeout).
+
+    Leaderless answers (``is_leaderless``), a few other transient codes, errors the client itself flags
+    retriable (confluent-kafka's ``KafkaError.retriable()``, kafka-python's ``retriable`` attribute), and
+    timeouts.
+    """
+    if is_leaderless(error) or error_code(error) in _TRANSIENT_CODES:
+        return True
+    flag = getattr(_inner(error), "retriable", None)
+    if callable(flag):
+        flag = flag()
+    return flag is True or isinstance(error, TimeoutError)
+
+
+def _raise_leaderless(partitions: Iterable[Any]) -> None:
+    """Raise the first leaderless per-partition error of an admin result, so that the retry asks again.
+
+    ``partitions``: confluent-kafka TopicPartitions whose ``error`` is a KafkaError or None (a group's
+    offsets as OffsetFetch or OffsetCommit answered them). Other errors are left to the caller.
+    """
+    from confluent_kafka import KafkaException
+
+    for p in partitions:
+        if p.error is not None and is_leaderless(p.error):
+            raise KafkaException(p.error)
 
 
 def broker_error(what: str, conf: Mapping[str, Any], error: object) -> BrokerError:
@@ -98,7 +194,9 @@ def with_retries(
 ) -> T:
     """``call(remaining_s)`` until it succeeds, retrying retriable errors with backoff within ``timeout_s``.
 
-    Backoff doubles from 50 ms to 1 s. The call gets the time left, to bound its own wait by it.
+    Backoff doubles from 50 ms to 1 s. The call gets the time left, to bound its own wait by it. To ride
+    through a leader election, ``timeout_s`` must be well above ``LEADER_ELECTION_S`` (as
+    ``DEFAULT_TIMEOUT_S`` is); leaderless answers are retried like any other retriable error.
 
     Raises:
         BrokerError: a non-retriable error at once, or the last retriable one once the time is up,
@@ -140,7 +238,9 @@ def cached(
     return _cache[key]  # type: ignore[no-any-return]
 
 
-def _close_all() -> None:
+def close_all() -> None:
+    """Close and forget every cached client (at interpreter exit; before a local broker stops, so no client
+    is left to log its lost connections)."""
     for key, close in list(_closers.items()):
         with contextlib.suppress(Exception):
             close(_cache[key])
@@ -148,7 +248,7 @@ def _close_all() -> None:
     _closers.clear()
 
 
-atexit.register(_close_all)
+atexit.register(close_all)
 
 # librdkafka settings that only consumers or producers accept; AdminClient warns about them.
 _ADMIN_DROP = {
@@ -191,10 +291,19 @@ def learn_topics(consumer: Any, topics: Iterable[str], timeout_s: float) -> None
     Call before assigning their partitions: librdkafka (2.16) otherwise waits about 1 s before its first
     fetch of a topic that appeared after the consumer's last metadata refresh (measured on the embedded
     broker; the topic's metadata request goes out on a timer).
+
+    Only a shortcut: a retriable failure (a broker dying, a leader election) is logged and the topic asked
+    about again next time; the consumer learns the metadata by itself meanwhile.
     """
     known = _known_topics.setdefault(id(consumer), set())
     for topic in sorted(set(topics) - known):
-        consumer.list_topics(topic=topic, timeout=timeout_s)
+        try:
+            consumer.list_topics(topic=topic, timeout=timeout_s)
+        except Exception as e:  # confluent-kafka's KafkaException: classified below
+            if not is_retriable(e):
+                raise
+            log.info("metadata of topic %s not fetched ahead (%s); the consumer fetches it itself", topic, e)
+            continue
         known.add(topic)
 
 
@@ -247,7 +356,7 @@ class AdminMetadata:
     Args:
         conf: librdkafka settings (``kafka.*`` options without the prefix).
         timeout_s: bound on each lookup, retries included; an unreachable broker fails within it, naming
-            the bootstrap servers.
+            the bootstrap servers. Keep it well above ``LEADER_ELECTION_S`` (see ``DEFAULT_TIMEOUT_S``).
         clock, sleep: injectable for tests of the retry policy.
         admin: the AdminClient to use; default the process's cached one for ``conf`` (``admin_client``).
     """
@@ -255,7 +364,7 @@ class AdminMetadata:
     def __init__(
         self,
         conf: Mapping[str, str],
-        timeout_s: float = 30.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -295,8 +404,12 @@ class AdminMetadata:
     def _list_offsets(self, specs: dict[TopicPartition, Any], what: str) -> Offsets:
         """ListOffsets, retrying only the partitions that answered a retriable error.
 
-        UNKNOWN_TOPIC_OR_PARTITION is retried while the topic is in the metadata (it was just created);
-        once the metadata no longer has the topic, its partitions are reported as gone.
+        Each request is cut off after ``LEADER_ELECTION_S`` (it may be waiting for a dead leader). When a
+        partition answers UNKNOWN_TOPIC_OR_PARTITION or a leaderless error (``is_leaderless``; librdkafka's
+        "No leaders found" also means a deleted topic), the metadata is asked before retrying: a topic it
+        no longer has is reported gone (``PartitionsGoneError``, at once); otherwise the topic was just
+        created or its partitions are between leaders, and the refreshed metadata lets the retry reach the
+        new leaders.
         """
         from confluent_kafka import IsolationLevel
         from confluent_kafka import TopicPartition as CTopicPartition
@@ -307,34 +420,49 @@ class AdminMetadata:
 
         def attempt(left: float) -> Offsets:
             request = {CTopicPartition(tp.topic, tp.partition): spec for tp, spec in todo.items()}
-            futures = self._admin.list_offsets(request, isolation_level=level, request_timeout=left)
+            futures = self._admin.list_offsets(
+                request, isolation_level=level, request_timeout=min(left, LEADER_ELECTION_S)
+            )
             failed: list[BaseException] = []
-            unknown: set[TopicPartition] = set()
+            doubtful: set[TopicPartition] = set()
             for ctp, future in futures.items():
                 tp = TopicPartition(ctp.topic, ctp.partition)
                 try:
                     found[tp] = int(future.result(left).offset)
                     todo.pop(tp, None)
                 except Exception as e:  # noqa: BLE001 - per-partition KafkaException: classified by the retry policy
-                    if _code(e) == UNKNOWN_TOPIC_OR_PARTITION:
-                        unknown.add(tp)
+                    if error_code(e) == UNKNOWN_TOPIC_OR_PARTITION or is_leaderless(e):
+                        doubtful.add(tp)
                     failed.append(e)
-            if unknown:
-                existing = self.topics()
-                gone = {tp for tp in unknown if tp.topic not in existing}
+            if doubtful:
+                present = self._present_topics(min(left, LEADER_ELECTION_S))
+                gone = {tp for tp in doubtful if tp.topic not in present}
                 if gone:
                     raise PartitionsGoneError(
                         gone,
                         f"looking up {what} offsets {against_servers(self._conf)}: "
                         f"{', '.join(map(str, sorted(gone)))} no longer exist (topic deleted)",
                     )
-            if failed:
-                raise failed[0]
+            if failed:  # a non-retriable error first: it fails the lookup at once
+                raise next((e for e in failed if not is_retriable(e)), failed[0])
             return found
 
         if not specs:
             return {}
         return self._retry(f"looking up {what} offsets", attempt)
+
+    def _present_topics(self, timeout_s: float) -> set[str]:
+        """The topics the cluster's metadata has; asking refreshes the client's metadata cache too.
+
+        Not retried here: it runs inside a retried attempt. A topic listed with an error other than
+        UNKNOWN_TOPIC_OR_PARTITION (say, no leader yet) is present.
+        """
+        metadata = self._admin.list_topics(timeout=timeout_s)
+        return {
+            name
+            for name, topic in metadata.topics.items()
+            if topic.error is None or error_code(topic.error) != UNKNOWN_TOPIC_OR_PARTITION
+        }
 
     def earliest(self, tps: Iterable[TopicPartition]) -> Offsets:
         """The first offset still in the log of each partition (ListOffsets earliest)."""
@@ -391,7 +519,9 @@ class AdminMetadata:
         def attempt(left: float) -> Any:
             request = [ConsumerGroupTopicPartitions(group_id, wanted)]
             futures = self._admin.list_consumer_group_offsets(request, request_timeout=left)
-            return next(iter(futures.values())).result(left)
+            answer = next(iter(futures.values())).result(left)
+            _raise_leaderless(answer.topic_partitions)  # else read as "nothing committed"
+            return answer
 
         result = self._retry(f"reading committed offsets of group {group_id!r}", attempt)
         return committed_offsets(result.topic_partitions)
@@ -426,7 +556,9 @@ class AdminMetadata:
         def attempt(left: float) -> Any:
             request = [ConsumerGroupTopicPartitions(group_id, parts)]
             futures = self._admin.alter_consumer_group_offsets(request, request_timeout=left)
-            return next(iter(futures.values())).result(left)
+            answer = next(iter(futures.values())).result(left)
+            _raise_leaderless(answer.topic_partitions)  # setting offsets again is idempotent
+            return answer
 
         result = self._retry(f"setting committed offsets of group {group_id!r}", attempt)
         refused = [f"{p.topic}-{p.partition}: {p.error}" for p in result.topic_partitions if p.error]

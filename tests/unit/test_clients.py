@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
+import kafka.errors
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from sparkafka.clients import AdminMetadata, cached, is_retriable, with_retries
+from sparkafka import broker_gaps
+from sparkafka.clients import (
+    DEFAULT_TIMEOUT_S,
+    LEADER_ELECTION_S,
+    AdminMetadata,
+    cached,
+    error_code,
+    is_leaderless,
+    is_retriable,
+    learn_topics,
+    with_retries,
+)
 from sparkafka.errors import BrokerError, PartitionsGoneError
+from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS
+from sparkafka.sink.intents import IntentLog
 from sparkafka.structs import TopicPartition
 
 CONF = {"bootstrap.servers": "127.0.0.1:1"}  # never contacted: every client here is a fake
@@ -179,3 +194,257 @@ def test_one_client_per_kind_and_settings() -> None:
     assert cached("test-kind", {"a": "1"}, lambda: made.append(2) or object()) is first
     assert cached("test-kind", {"a": "2"}, lambda: made.append(3) or object()) is not first
     assert made == [1, 3]
+
+
+# --- Leader elections: every lookup rides through answers given while a partition has no leader ---------
+
+NO_LEADERS = "Failed to query partition leaders: No leaders found"  # librdkafka 2.16's ListOffsets wording
+
+
+def no_leaders() -> KafkaException:
+    return KafkaException(KafkaError(KafkaError._NOENT, NO_LEADERS))
+
+
+@pytest.mark.parametrize(
+    ("error", "leaderless", "retriable"),
+    [
+        (no_leaders(), True, True),
+        (KafkaException(KafkaError(KafkaError._NOENT)), False, False),  # "Local: No such entry": generic
+        (KafkaException(KafkaError(KafkaError._NOENT, "no such group")), False, False),
+        (kafka_error(KafkaError.LEADER_NOT_AVAILABLE), True, True),
+        (kafka_error(KafkaError.NOT_LEADER_FOR_PARTITION), True, True),
+        (kafka_error(KafkaError.FENCED_LEADER_EPOCH), True, True),
+        (kafka_error(KafkaError.UNKNOWN_LEADER_EPOCH), True, True),
+        (kafka_error(KafkaError.NOT_ENOUGH_REPLICAS), True, True),
+        (kafka_error(KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND), True, True),
+        (kafka_error(KafkaError.OFFSET_NOT_AVAILABLE), True, True),
+        (kafka_error(KafkaError.REQUEST_TIMED_OUT), True, True),
+        (kafka_error(KafkaError.NOT_COORDINATOR), True, True),
+        (kafka_error(KafkaError.COORDINATOR_NOT_AVAILABLE), True, True),
+        (kafka_error(KafkaError.COORDINATOR_LOAD_IN_PROGRESS), True, True),
+        (kafka_error(KafkaError.NOT_CONTROLLER), True, True),
+        (kafka_error(KafkaError._TRANSPORT), True, True),
+        (kafka_error(KafkaError._ALL_BROKERS_DOWN), True, True),
+        (kafka_error(KafkaError._TIMED_OUT), True, True),
+        (kafka_error(KafkaError._WAIT_COORD), True, True),
+        # A new topic not yet known everywhere: retried, and told from a deleted one by the metadata.
+        (kafka_error(KafkaError.UNKNOWN_TOPIC_OR_PART), False, True),
+        (kafka_error(KafkaError._RESOLVE), False, True),
+        # Permanent: the topic has fewer partitions, or no such topic, or no right to it.
+        (kafka_error(KafkaError._UNKNOWN_PARTITION), False, False),
+        (kafka_error(KafkaError._UNKNOWN_TOPIC), False, False),
+        (kafka_error(KafkaError.TOPIC_AUTHORIZATION_FAILED), False, False),
+        (kafka_error(KafkaError.INVALID_REPLICATION_FACTOR), False, False),
+        # kafka-python's errors: codes in ``errno``, the client's own verdict in ``retriable``.
+        (kafka.errors.NotLeaderForPartitionError(), True, True),
+        (kafka.errors.LeaderNotAvailableError(), True, True),
+        (kafka.errors.NotEnoughReplicasError(), True, True),
+        (kafka.errors.FencedLeaderEpochError(), True, True),
+        (kafka.errors.NotCoordinatorError(), True, True),
+        (kafka.errors.CoordinatorNotAvailableError(), True, True),
+        (kafka.errors.CoordinatorLoadInProgressError(), True, True),
+        (kafka.errors.RequestTimedOutError(), True, True),
+        (kafka.errors.KafkaConnectionError(), False, True),
+        (kafka.errors.NodeNotReadyError(), False, True),
+        (kafka.errors.UnknownTopicOrPartitionError(), False, True),
+        (kafka.errors.TopicAuthorizationFailedError(), False, False),
+        # Not Kafka errors: an OSError's errno is no Kafka code (6 would read as NOT_LEADER).
+        (OSError(6, "No such device or address"), False, False),
+        (TimeoutError(), False, True),
+        (ValueError("bad json"), False, False),
+    ],
+    ids=lambda v: v if isinstance(v, bool) else f"{type(v).__name__}:{error_code(v)}:{v}"[:60],
+)
+def test_leaderless_and_retriable_classification(
+    error: BaseException, leaderless: bool, retriable: bool
+) -> None:
+    assert is_leaderless(error) is leaderless
+    assert is_retriable(error) is retriable
+    inner = error.args[0] if isinstance(error, KafkaException) else None
+    if inner is not None:  # per-partition errors arrive as bare KafkaErrors: classified the same
+        assert (is_leaderless(inner), is_retriable(inner)) == (leaderless, retriable)
+
+
+def test_the_default_timeouts_ride_through_an_election() -> None:
+    # broker.session.timeout.ms (9 s) before a dead broker's partitions get a new leader, then the
+    # election; each default must outlast it several times over.
+    assert LEADER_ELECTION_S >= 9.0
+    assert DEFAULT_TIMEOUT_S >= 3 * LEADER_ELECTION_S
+    assert DEFAULT_METADATA_TIMEOUT_MS / 1000 >= DEFAULT_TIMEOUT_S
+    for f in (AdminMetadata, IntentLog, broker_gaps.latest_is_exact, broker_gaps.fetched_end_offsets):
+        assert inspect.signature(f).parameters["timeout_s"].default >= DEFAULT_TIMEOUT_S, f
+
+
+def test_with_retries_rides_through_12_s_without_leaders() -> None:
+    clock = FakeClock()
+    until = clock.now + 12.0
+
+    def call(_left: float) -> str:
+        if clock.now < until:
+            raise no_leaders()
+        return "ok"
+
+    assert with_retries("x", CONF, call, DEFAULT_TIMEOUT_S, clock=clock, sleep=clock.sleep) == "ok"
+    assert 12.0 <= sum(clock.slept) < 14.0  # backoff capped at 1 s: done within a second of the election
+    assert max(clock.slept) == 1.0
+
+
+def test_a_non_leader_error_still_fails_at_once() -> None:
+    clock = FakeClock()
+    errors: list[BaseException] = [KafkaException(KafkaError(KafkaError._NOENT))]
+    with pytest.raises(BrokerError, match="_NOENT"):
+        with_retries("x", CONF, flaky(errors), DEFAULT_TIMEOUT_S, clock=clock, sleep=clock.sleep)
+    assert clock.slept == []
+
+
+class LeaderlessAdmin:
+    """A one-broker-down cluster on a fake clock: ListOffsets says "No leaders found" until ``until``.
+
+    Records each ListOffsets request's timeout and each metadata request (the refresh between retries).
+    """
+
+    def __init__(self, clock: FakeClock, until: float, topics: dict[str, int], offset: int = 7) -> None:
+        self.clock, self.until, self.topics, self.offset = clock, until, topics, offset
+        self.request_timeouts: list[float] = []
+        self.metadata_requests = 0
+
+    def list_topics(self, timeout: float) -> _Meta:
+        self.metadata_requests += 1
+        return _Meta(self.topics)
+
+    def list_offsets(self, request: dict[Any, Any], request_timeout: float, **_kwargs: Any) -> dict[Any, Any]:
+        self.request_timeouts.append(request_timeout)
+        if self.clock.now < self.until:
+            failure = no_leaders()  # librdkafka fails every partition's future with the same error
+            return {ctp: _Failing(failure) for ctp in request}
+        return {ctp: _Answer(self.offset) for ctp in request}
+
+
+class _Failing:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def result(self, _timeout: float) -> Any:
+        raise self.error
+
+
+INTENTS = TopicPartition("_sparkafka-intents-p", 0)
+
+
+def test_end_offset_lookup_rides_through_12_s_without_leaders(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(broker_gaps, "_exact", {CONF["bootstrap.servers"]: True})  # Apache Kafka: no probe
+    clock = FakeClock()
+    admin = LeaderlessAdmin(clock, clock.now + 12.0, {INTENTS.topic: 1})
+    meta = AdminMetadata(CONF, clock=clock, sleep=clock.sleep, admin=admin)
+    assert meta.latest([INTENTS]) == {INTENTS: 7}
+    assert 12.0 <= sum(clock.slept) < 14.0
+    # Every leaderless answer refreshed the metadata (to reach the new leader) and checked the topic is
+    # still there; each request was cut off well before the deadline (it may wait for a dead leader).
+    assert admin.metadata_requests == len(admin.request_timeouts) - 1
+    assert max(admin.request_timeouts) <= LEADER_ELECTION_S
+
+
+def test_no_leaders_for_a_deleted_topic_is_reported_gone_at_once() -> None:
+    clock = FakeClock()
+    admin = LeaderlessAdmin(clock, clock.now + 1000.0, {"other": 1})
+    meta = AdminMetadata(CONF, clock=clock, sleep=clock.sleep, admin=admin)
+    with pytest.raises(PartitionsGoneError, match="no longer exist") as info:
+        meta.earliest([INTENTS])
+    assert info.value.partitions == {INTENTS}
+    assert clock.slept == []
+
+
+def test_leaderless_lookup_gives_up_at_the_timeout_naming_the_servers() -> None:
+    clock = FakeClock()
+    admin = LeaderlessAdmin(clock, clock.now + 1000.0, {INTENTS.topic: 1})
+    meta = AdminMetadata(CONF, clock=clock, sleep=clock.sleep, admin=admin)
+    with pytest.raises(
+        BrokerError, match=r"failed against bootstrap servers 127\.0\.0\.1:1: .*No leaders found"
+    ):
+        meta.latest([INTENTS])
+    assert sum(clock.slept) <= DEFAULT_TIMEOUT_S
+
+
+def test_a_non_retriable_partition_error_fails_the_lookup_at_once() -> None:
+    leaderless = ("err", KafkaError.LEADER_NOT_AVAILABLE)
+    denied = ("err", KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    admin = FakeAdmin([{A0: leaderless, B0: denied}], {"a": 2, "b": 1})
+    meta, clock = metadata(admin)
+    with pytest.raises(BrokerError, match="TOPIC_AUTHORIZATION_FAILED"):
+        meta.latest([A0, B0])
+    assert clock.slept == []
+
+
+class _GroupPartition:
+    def __init__(self, tp: TopicPartition, offset: int, error: KafkaError | None = None) -> None:
+        self.topic, self.partition, self.offset, self.error = tp.topic, tp.partition, offset, error
+
+
+class _GroupAnswer:
+    def __init__(self, partitions: list[_GroupPartition]) -> None:
+        self.topic_partitions = partitions
+
+    def result(self, _timeout: float) -> _GroupAnswer:
+        return self
+
+
+class GroupAdmin:
+    """Answers OffsetFetch / OffsetCommit from a script of per-partition answers, one list per round."""
+
+    def __init__(self, rounds: list[list[_GroupPartition]]) -> None:
+        self.rounds = rounds
+
+    def _next(self) -> dict[str, _GroupAnswer]:
+        return {"g": _GroupAnswer(self.rounds.pop(0))}
+
+    def list_consumer_group_offsets(self, _request: Any, **_kwargs: Any) -> dict[str, _GroupAnswer]:
+        return self._next()
+
+    def alter_consumer_group_offsets(self, _request: Any, **_kwargs: Any) -> dict[str, _GroupAnswer]:
+        return self._next()
+
+
+def test_group_offsets_answered_without_a_coordinator_are_asked_again() -> None:
+    moving = KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+    admin = GroupAdmin([[_GroupPartition(A0, -1001, moving)], [_GroupPartition(A0, 42)]])
+    clock = FakeClock()
+    meta = AdminMetadata(CONF, clock=clock, sleep=clock.sleep, admin=admin)
+    assert meta.committed("g", [A0]) == {A0: 42}  # not None ("nothing committed") from the first answer
+    assert clock.slept == [0.05]
+
+
+def test_setting_group_offsets_is_retried_through_a_coordinator_move_but_refusals_are_not() -> None:
+    moved = KafkaError(KafkaError.NOT_COORDINATOR)
+    refused = KafkaError(KafkaError.UNKNOWN_MEMBER_ID)
+    admin = GroupAdmin([[_GroupPartition(A0, 5, moved)], [_GroupPartition(A0, 5)]])
+    clock = FakeClock()
+    AdminMetadata(CONF, clock=clock, sleep=clock.sleep, admin=admin).alter_committed("g", {A0: 5})
+    assert clock.slept == [0.05]
+    admin = GroupAdmin([[_GroupPartition(A0, 5, refused)]])
+    with pytest.raises(BrokerError, match=r"a-0: .*UNKNOWN_MEMBER_ID"):
+        AdminMetadata(CONF, clock=clock, sleep=clock.sleep, admin=admin).alter_committed("g", {A0: 5})
+
+
+class _TopicsConsumer:
+    def __init__(self, errors: list[BaseException]) -> None:
+        self.errors = errors
+        self.asked: list[str] = []
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        self.asked.append(topic)
+        if self.errors:
+            raise self.errors.pop(0)
+
+
+def test_learning_topics_ahead_skips_a_leaderless_moment_and_asks_again_later() -> None:
+    consumer = _TopicsConsumer([kafka_error(KafkaError._TRANSPORT)])
+    learn_topics(consumer, {"t"}, 1.0)  # no raise: only a shortcut
+    learn_topics(consumer, {"t"}, 1.0)
+    learn_topics(consumer, {"t"}, 1.0)
+    assert consumer.asked == ["t", "t"]  # asked again after the failure, then known
+
+
+def test_learning_topics_ahead_still_raises_permanent_errors() -> None:
+    consumer = _TopicsConsumer([kafka_error(KafkaError.TOPIC_AUTHORIZATION_FAILED)])
+    with pytest.raises(KafkaException):
+        learn_topics(consumer, {"t"}, 1.0)

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkafka import broker_gaps
-from sparkafka.clients import cached, learn_topics, new_consumer, next_messages
+from sparkafka.clients import cached, is_leaderless, learn_topics, new_consumer, next_messages
 from sparkafka.errors import BrokerError, DataLossError
 from sparkafka.structs import TopicPartition
 
@@ -303,7 +303,11 @@ def _runs(msgs: Sequence[Any], only: TopicPartition) -> list[tuple[int, int, Top
 
 
 def _split_events(msgs: list[Any]) -> tuple[list[Any], dict[TopicPartition, int]]:
-    """The data messages, and the end-of-partition offsets seen; errors raise."""
+    """The data messages, and the end-of-partition offsets seen; errors raise.
+
+    A leaderless answer (a broker down, a leader being elected: librdkafka reports it and keeps fetching
+    from the new leader once there is one) is logged and ridden out; ``pollTimeoutMs`` still bounds the wait.
+    """
     from confluent_kafka import KafkaError
 
     data = []
@@ -318,6 +322,8 @@ def _split_events(msgs: list[Any]) -> tuple[list[Any], dict[TopicPartition, int]
             eof[tp] = m.offset()
         elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
             raise DataLossError(f"offsets of {tp} are out of range while reading: {err.str()}")
+        elif is_leaderless(err):
+            log.info("reading %s: %s (riding out a leader change)", tp, err.str())
         else:
             raise BrokerError(f"reading {tp} failed: {err.str()}")
     return data, eof
