@@ -5,9 +5,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkafka-installed
 
-.PHONY: demo test check lint unit integration bench-source bench-sink bench-latency bench-avro setup check-java clean
+.PHONY: demo test check lint unit integration kafka bench-source bench-sink bench-latency bench-avro setup check-java clean
 
-setup: $(STAMP) check-java
+setup: $(STAMP) check-java kafka
+
+# Apache Kafka's broker jars, pinned and checksummed (src/sparkafka/local/apache_kafka), from Maven Central
+# into ~/.cache/sparkafka once; a second run downloads nothing. `make demo` and `make test` run on it.
+kafka: $(STAMP) check-java
+	@$(PY) -m sparkafka.local.kafka_dist
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: Python 3.11+ is required (found " + sys.version.split()[0] + ")")'

@@ -15,7 +15,7 @@ For the Spark rows it prints the median of each part of Spark's per-batch durati
     python bench/latency.py [--seconds S] [--skip S] [--rate R] [--rows raw,alo,eos,rate-alo,rate-eos]
                             [--bootstrap-servers HOST:PORT] [--trigger-ms MS]
 
-With ``--bootstrap-servers`` it runs against that cluster instead of the embedded broker (topics are
+With ``--bootstrap-servers`` it runs against that cluster instead of a local Apache Kafka (topics are
 created with ``--replication``).
 """
 
@@ -36,7 +36,7 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sparkafka import register
-from sparkafka.local import EmbeddedBroker
+from sparkafka.local import ApacheKafka, EmbeddedBroker
 from sparkafka.local.spark import local_spark, stop_spark
 
 PARTITIONS = 2
@@ -290,11 +290,14 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument(
+        "--tansu", action="store_true", help="the pip-only tansu broker instead of Apache Kafka"
+    )
     parser.add_argument("--seconds", type=float, default=45.0, help="how long each row is fed")
     parser.add_argument("--skip", type=float, default=15.0, help="seconds of each row not counted")
     parser.add_argument("--rate", type=float, default=20.0, help="records per second")
     parser.add_argument("--rows", default="raw,alo,eos,rate-alo,rate-eos")
-    parser.add_argument("--bootstrap-servers", help="an existing cluster instead of the embedded broker")
+    parser.add_argument("--bootstrap-servers", help="an existing cluster instead of a local Apache Kafka")
     parser.add_argument("--replication", type=int, default=1)
     parser.add_argument("--checkpoint-dir", help="where checkpoints go (default: the temp dir)")
     parser.add_argument("--parallelism", type=int, default=0, help="the source's (default: partitions)")
@@ -306,7 +309,9 @@ def main() -> None:
         parser.error(f"--rows: unknown {', '.join(sorted(unknown))} (allowed: {', '.join(LABELS)})")
     with contextlib.ExitStack() as stack:
         if not args.bootstrap_servers:
-            args.bootstrap_servers = stack.enter_context(EmbeddedBroker()).bootstrap_servers
+            args.bootstrap_servers = stack.enter_context(
+                EmbeddedBroker() if args.tansu else ApacheKafka()
+            ).bootstrap_servers
         conf = {"bootstrap.servers": args.bootstrap_servers}
         spark = None
         if any(n != "raw" for n in names):

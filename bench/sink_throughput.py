@@ -1,16 +1,16 @@
 """Sink throughput: a raw confluent-kafka transactional producer vs this sink, at-least-once and exactly-once.
 
-One run, same input (default 4,000,000 rows with a 100 B value) on the embedded broker. (a) one Python
-process producing with 10,000-record transactions, before the Spark rows and again after them (the broker
-then holds everything they wrote); ratios are against the mean of the two. The same producer without
-transactions (idempotent, as the sink at least once), also before and after, shows what transactions cost
-the broker. Then Spark streams on local[2] reading the rows from parquet files (16 of 250,000 rows by
-default) into the sink, at least once and exactly once, at 2 and 4 files (500,000 and 1,000,000 rows) per
-micro-batch, and into a Python sink that does nothing (Spark's own cost of handing the rows to any Python
-sink: the floor under ours). Small warm-up queries run first. Rates are rows over the summed batch durations
-Spark reports (which include the driver's commit of every batch's transactions): over all batches, and over
-the batches after each query's first, which also pays once-per-query costs (the steady state of a
-long-running query).
+One run, same input (default 4,000,000 rows with a 100 B value) on a local Apache Kafka (tansu with
+--tansu). (a) one Python process producing with 10,000-record transactions, before the Spark rows and again
+after them (the broker then holds everything they wrote); ratios are against the mean of the two. The same
+producer without transactions (idempotent, as the sink at least once), also before and after, shows what
+transactions cost the broker. Then Spark streams on local[2] reading the rows from parquet files (16 of
+250,000 rows by default) into the sink, at least once and exactly once, at 2 and 4 files (500,000 and
+1,000,000 rows) per micro-batch, and into a Python sink that does nothing (Spark's own cost of handing the
+rows to any Python sink: the floor under ours). Small warm-up queries run first. Rates are rows over the
+summed batch durations Spark reports (which include the driver's commit of every batch's transactions): over
+all batches, and over the batches after each query's first, which also pays once-per-query costs (the steady
+state of a long-running query).
 
     python bench/sink_throughput.py [--records N] [--partitions P] [--files F] [--files-per-batch K[,K...]]
 """
@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from sparkafka import register
-from sparkafka.local import EmbeddedBroker
+from sparkafka.local import ApacheKafka, EmbeddedBroker
 from sparkafka.local.spark import local_spark, stop_spark
 from steady import Rates, query_rates
 
@@ -130,6 +130,9 @@ def spark_sink(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--tansu", action="store_true", help="the pip-only tansu broker instead of Apache Kafka"
+    )
     parser.add_argument("--records", type=int, default=4_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--files", type=int, default=16, help="input parquet files (one writer task each)")
@@ -140,7 +143,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     sizes = [int(k) for k in str(args.files_per_batch).split(",")]
-    with EmbeddedBroker() as broker:
+    with EmbeddedBroker() if args.tansu else ApacheKafka() as broker:
         conf = {"bootstrap.servers": broker.bootstrap_servers}
         for topic in ("raw-before", "raw-after", "raw-idempotent", "warm"):
             create(conf, topic, args.partitions)

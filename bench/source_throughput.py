@@ -1,11 +1,11 @@
 """Source throughput: sparkafka on local[2] into Spark's noop sink vs a raw confluent-kafka consumer.
 
-Both read the same topic (default 2,000,000 records of 100 B in 4 partitions) on the embedded broker, in one
-run, side by side; the raw consumer before and after the Spark rows (its rate moves between runs of the same
-machine), ratios against the mean of the two. Python workers are warmed up by a small query first. Two Spark
-figures: steady state, records over the summed batch durations Spark reports for the timed query, and the
-backlog drain, records over the wall time from the query's ``start()`` to the end of its availableNow run
-(so per-query and per-batch start-up costs count).
+Both read the same topic (default 2,000,000 records of 100 B in 4 partitions) on a local Apache Kafka (tansu
+with --tansu), in one run, side by side; the raw consumer before and after the Spark rows (its rate moves
+between runs of the same machine), ratios against the mean of the two. Python workers are warmed up by a
+small query first. Two Spark figures: steady state, records over the summed batch durations Spark reports
+for the timed query, and the backlog drain, records over the wall time from the query's ``start()`` to the
+end of its availableNow run (so per-query and per-batch start-up costs count).
 
     python bench/source_throughput.py [--records N] [--partitions P] [--batch-records B] [--cluster]
 
@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sparkafka.local import EmbeddedBroker
+from sparkafka.local import ApacheKafka, EmbeddedBroker
 from sparkafka.local.cluster import StandaloneCluster
 from sparkafka.local.spark import local_spark, stop_spark
 from sparkafka.local.tansu_workarounds import seal_latest_offsets
@@ -91,6 +91,9 @@ def spark_source(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--tansu", action="store_true", help="the pip-only tansu broker instead of Apache Kafka"
+    )
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--batch-records", type=int, default=500_000)
@@ -100,7 +103,7 @@ def main() -> None:
         help="also run on a local standalone cluster of 2 workers with 1 core each, next to local[2]",
     )
     args = parser.parse_args()
-    with EmbeddedBroker() as broker:
+    with EmbeddedBroker() if args.tansu else ApacheKafka() as broker:
         conf = {"bootstrap.servers": broker.bootstrap_servers}
         topic = "bench-source"
         t = time.perf_counter()

@@ -1,10 +1,12 @@
 """The tests' fixtures, loaded as a pytest plugin (``pytest_plugins`` in tests/conftest.py).
 
-One broker (embedded tansu, or SPARKAFKA_TEST_BOOTSTRAP), one SparkSession, a Schema Registry, topics.
+One broker (Apache Kafka started once per run, or SPARKAFKA_TEST_BOOTSTRAP), one SparkSession, a Schema
+Registry, topics; tansu (``tansu_conf``) only for the tests about tansu itself and ``broker_gaps``.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,7 +15,9 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from sparkafka.clients import close_all
 from sparkafka.local import EmbeddedBroker
+from sparkafka.local.kafka_broker import ApacheKafka
 from sparkafka.probes import Capability, probe_broker
 from tests.support.kafka import Kafka
 
@@ -26,12 +30,22 @@ settings.load_profile("sparkafka")
 
 @pytest.fixture(scope="session")
 def kafka_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """librdkafka settings for the test broker: SPARKAFKA_TEST_BOOTSTRAP if set, else an embedded tansu."""
+    """librdkafka settings for the test broker: SPARKAFKA_TEST_BOOTSTRAP if set, else Apache Kafka (KRaft,
+    one node) started for this test run. Tests name everything uniquely: the broker need not be empty."""
     external = os.environ.get("SPARKAFKA_TEST_BOOTSTRAP")
     if external:
         yield {"bootstrap.servers": external}
         return
-    log_path = tmp_path_factory.mktemp("broker") / "tansu.log"
+    with ApacheKafka(data_dir=tmp_path_factory.mktemp("kafka")) as kafka:
+        yield {"bootstrap.servers": kafka.bootstrap_servers}
+        close_all()  # the process's cached clients go first: none is left to log the broker's absence
+        gc.collect()
+
+
+@pytest.fixture(scope="session")
+def tansu_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """librdkafka settings for an embedded tansu: for tests of tansu itself and of ``broker_gaps``."""
+    log_path = tmp_path_factory.mktemp("tansu") / "tansu.log"
     with EmbeddedBroker(log_path=log_path) as broker:
         yield {"bootstrap.servers": broker.bootstrap_servers}
 
@@ -81,14 +95,15 @@ def kafka(kafka_conf: dict[str, str]) -> Kafka:
 def new_topic(kafka: Kafka) -> Callable[..., str]:
     """Create uniquely named topics: ``new_topic(partitions=4)``.
 
-    They are not deleted afterwards: with librdkafka 2.16 on tansu, deleting a topic that a live consumer
-    has read makes that consumer's process crash, and Spark's Python workers cache consumers across
-    tests. Names are unique, so nothing leaks between tests. (Measured: tansu answers a Fetch that was in
-    flight at the deletion with error 3 for a topic librdkafka cannot name, "Received Fetch response
-    (error 3) for unknown topic"; librdkafka's main thread then dies in rd_kafka_metadata_update_op ->
-    rd_kafka_metadata_cache_find -> strcmp on a NULL name. A consumer that has unassigned but not closed
-    is enough: the in-flight fetch is the trigger. Reader tasks are retried in a fresh worker; a driver-side
-    end-offset lookup caught in that window takes the query's source runner down.)
+    They are not deleted afterwards (names are unique, so an external broker may keep them): with librdkafka
+    2.16 on tansu, deleting a topic that a live consumer has read makes that consumer's process crash, and
+    Spark's Python workers cache consumers across tests. Names are unique, so nothing leaks between tests.
+    (Measured: tansu answers a Fetch that was in flight at the deletion with error 3 for a topic librdkafka
+    cannot name, "Received Fetch response (error 3) for unknown topic"; librdkafka's main thread then dies
+    in rd_kafka_metadata_update_op -> rd_kafka_metadata_cache_find -> strcmp on a NULL name. A consumer that
+    has unassigned but not closed is enough: the in-flight fetch is the trigger. Reader tasks are retried in
+    a fresh worker; a driver-side end-offset lookup caught in that window takes the query's source runner
+    down.)
     """
     return kafka.topic
 

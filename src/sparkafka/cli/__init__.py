@@ -10,40 +10,68 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["main"]
 
 
 def _cmd_broker(args: argparse.Namespace) -> int:
-    from sparkafka.local.broker import KNOWN_GAPS, EmbeddedBroker
+    from sparkafka.errors import BrokerError
 
     stop = threading.Event()
     # Both set explicitly: a process started in the background by a non-interactive shell inherits SIGINT
     # ignored, and Python then installs no KeyboardInterrupt handler (measured: Ctrl-C did nothing).
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    with EmbeddedBroker(port=args.port, storage=args.storage) as broker:
-        print(f"bootstrap servers: {broker.bootstrap_servers}  (pid {broker.pid}, log {broker.log_path})")
+    try:
+        broker = _start_broker(args)
+    except BrokerError as e:
+        print(f"sparkafka broker: {e}", file=sys.stderr)
+        return 1
+    try:
+        print(f"bootstrap servers: {broker.bootstrap_servers}", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+    finally:
+        broker.stop()
+    print("broker stopped")
+    return 0
+
+
+def _start_broker(args: argparse.Namespace) -> Any:
+    """The broker ``sparkafka broker`` asked for, started, its description printed."""
+    if args.tansu:
+        from sparkafka.local.broker import KNOWN_GAPS, EmbeddedBroker
+
+        tansu = EmbeddedBroker(port=args.port, storage=args.storage).start()
         print(
-            "this is tansu, an embedded Kafka-compatible broker for the demo, tests and trying sparkafka: "
-            "not Apache Kafka. Known gaps:"
+            f"tansu, the pip-only Kafka-compatible broker (pid {tansu.pid}, log {tansu.log_path}): not "
+            "Apache Kafka. Known gaps:"
         )
         for gap in KNOWN_GAPS:
             print(f"  - {gap}")
-        print(
-            f"`sparkafka doctor --bootstrap-servers {broker.bootstrap_servers}` checks each. Ctrl-C to stop"
-        )
-        sys.stdout.flush()
-        with contextlib.suppress(KeyboardInterrupt):
-            stop.wait()
-    print("broker stopped")
-    return 0
+        print(f"`sparkafka doctor --bootstrap-servers {tansu.bootstrap_servers}` checks each. Ctrl-C to stop")
+        return tansu
+    from sparkafka.local.kafka_broker import ApacheKafka
+
+    kafka = ApacheKafka(brokers=args.brokers, port=args.port, data_dir=args.data_dir, heap=args.heap).start()
+    nodes = (
+        "1 broker, also the controller" if args.brokers == 1 else f"{args.brokers} brokers, each a controller"
+    )
+    print(
+        f"Apache Kafka {kafka.version} (KRaft, {nodes}; heap {args.heap} each) "
+        f"ready in {kafka.started_in_s:.1f} s; pids {', '.join(str(p) for p in kafka.pids)}; data and logs "
+        f"in {kafka.data_dir}" + ("" if args.data_dir else " (removed at exit)") + ". Ctrl-C to stop"
+    )
+    return kafka
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from sparkafka.local.demo import run_demo
 
-    return run_demo(sys.stdout, orders=args.orders, minutes=args.minutes, partitions=args.partitions)
+    return run_demo(
+        sys.stdout, orders=args.orders, minutes=args.minutes, partitions=args.partitions, tansu=args.tansu
+    )
 
 
 def _cmd_lag(args: argparse.Namespace) -> int:
@@ -232,15 +260,29 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    broker = sub.add_parser("broker", help="run an embedded Kafka-compatible broker until Ctrl-C")
-    broker.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
-    broker.add_argument("--storage", default="memory://tansu/", help="tansu storage engine URL")
+    broker = sub.add_parser(
+        "broker",
+        help="run Apache Kafka (KRaft) on 127.0.0.1 until Ctrl-C (--tansu: the pip-only broker)",
+        description="Apache Kafka from the project's pinned jars (installed once from Maven Central), in "
+        "KRaft mode on loopback, on free ports. See the README's 'A local broker' section.",
+    )
+    broker.add_argument(
+        "--port", type=int, default=None, help="client port on 127.0.0.1 (default: a free one)"
+    )
+    broker.add_argument(
+        "--brokers", type=int, default=1, choices=range(1, 10), metavar="N", help="brokers (default 1)"
+    )
+    broker.add_argument("--heap", default="512m", help="JVM heap per broker (default 512m)")
+    broker.add_argument("--data-dir", default=None, help="keep data and logs here (default: a temporary dir)")
+    broker.add_argument("--tansu", action="store_true", help="the pip-only tansu broker instead (known gaps)")
+    broker.add_argument("--storage", default="memory://tansu/", help="with --tansu: its storage engine URL")
     broker.set_defaults(func=_cmd_broker)
 
-    demo = sub.add_parser("demo", help="run the demo on an embedded broker")
+    demo = sub.add_parser("demo", help="run the demo pipeline on a local Apache Kafka (--tansu: on tansu)")
     demo.add_argument("--orders", type=int, default=3000, help="orders to generate (default 3000)")
     demo.add_argument("--minutes", type=int, default=4, help="minutes of event time they span (default 4)")
     demo.add_argument("--partitions", type=int, default=4, help="partitions of the input topic")
+    demo.add_argument("--tansu", action="store_true", help="on the pip-only tansu broker (no Maven Central)")
     demo.set_defaults(func=_cmd_demo)
 
     lag = sub.add_parser("lag", help="committed offset, log end and lag of a consumer group, per partition")

@@ -1,5 +1,6 @@
-"""Local development helpers: the embedded broker, broker capability probes, the committed-view oracle."""
+"""Local development helpers: Apache Kafka and tansu launchers, the demo, process groups, local Spark."""
 
 from sparkafka.local.broker import EmbeddedBroker, find_tansu_binary, free_port
+from sparkafka.local.kafka_broker import ApacheKafka
 
-__all__ = ["EmbeddedBroker", "find_tansu_binary", "free_port"]
+__all__ = ["ApacheKafka", "EmbeddedBroker", "find_tansu_binary", "free_port"]
