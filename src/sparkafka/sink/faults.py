@@ -4,8 +4,9 @@
 code reaches ``<point>`` (the marker file does not exist yet), it creates the marker holding its process id
 (so a test can find the process, or the Spark worker running it) and then either
 ``pause``s (sleeps until the test kills the process group: a crash at exactly that point) or ``raise``s.
-Points: ``commit_start`` (tasks flushed, driver commit not begun), ``after_intent``, ``after_first_txn``,
-``commit_end`` (all committed, before Spark writes its commit log), ``task_mid_write``.
+Points: ``commit_start`` (tasks flushed, driver commit not begun), ``after_intent``,
+``after_intent_with_records`` (the same, for the first batch that wrote records: the demo's crash),
+``after_first_txn``, ``commit_end`` (all committed, before Spark writes its commit log), ``task_mid_write``.
 """
 
 from __future__ import annotations

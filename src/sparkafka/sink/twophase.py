@@ -267,6 +267,8 @@ class TwoPhaseCommitter:
             )
             self._append_intent(intent)
             self._faults("after_intent")
+            if handles:
+                self._faults("after_intent_with_records")
             outcomes = self._end_all(intent, commit=True, pause_after_first=True)
             if all(o == "committed" for o in outcomes.values()):
                 self._fence(range(tids, state.tids_in_use))

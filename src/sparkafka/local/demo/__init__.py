@@ -162,10 +162,21 @@ class _Pipeline:
         self.log = state / "batches.jsonl"
         self.env = {**os.environ, "BOOTSTRAP": bootstrap, "SPARKAFKA_STATE": str(state)}
 
-    def start(self) -> GroupProcess:
+    @property
+    def crash_marker(self) -> Path:
+        """Written by the driver when it reaches the crash point (``sink.faults``), holding its pid."""
+        return self.state / "crash.marker"
+
+    def start(self, crash: bool = False) -> GroupProcess:
+        """Start a run; with ``crash`` its driver stops dead right after the first commit intent of a batch
+        that wrote records, before that batch's transactions are committed, for the demo to SIGKILL."""
+        env = dict(self.env)
+        if crash:
+            env["SPARKAFKA_TEST_FAULT"] = "after_intent_with_records:pause"
+            env["SPARKAFKA_TEST_FAULT_MARKER"] = str(self.crash_marker)
         return GroupProcess(
             [sys.executable, "-m", "sparkafka.cli", "run", str(self.toml), "--log-json", str(self.log)],
-            env=self.env,
+            env=env,
             stderr=subprocess.DEVNULL,
         )
 
@@ -288,9 +299,11 @@ def run_demo(  # noqa: PLR0915 - one narrated scenario, step by step
                     f"tansu, the pip-only broker (pid {broker.pid}) at {broker.bootstrap_servers}: "
                     "not Apache Kafka"
                 )
-            for future in admin_client(conf).create_topics(
-                [NewTopic("orders", partitions, 1), NewTopic("revenue", 2, 1)]
-            ).values():
+            for future in (
+                admin_client(conf)
+                .create_topics([NewTopic("orders", partitions, 1), NewTopic("revenue", 2, 1)])
+                .values()
+            ):
                 future.result(30)
             malformed = sum(o.malformed for o in all_orders)
             _produce(conf, first, partitions)
@@ -301,11 +314,14 @@ def run_demo(  # noqa: PLR0915 - one narrated scenario, step by step
             )
             pipeline = _Pipeline(state / "revenue.toml", broker.bootstrap_servers, state)
             say(f"sparkafka run {state / 'revenue.toml'}  (the bundled pipeline; state in {state})")
-            driver = pipeline.start()
-            if not driver.wait_for(lambda: pipeline.batches() >= 1, 180, interval_s=0.5):
-                say("the pipeline did not get going: FAILED")
+            driver = pipeline.start(crash=True)
+            if not driver.wait_for(pipeline.crash_marker.exists, 240, interval_s=0.2):
+                say("the pipeline did not reach its first commit with records: FAILED")
                 return 1
-            say("killing the Spark driver with SIGKILL, mid-stream (a crash)")
+            say(
+                "killing the Spark driver with SIGKILL at the worst moment: a batch's commit intent is "
+                "written, its transactions are not yet committed (a test hook held the driver there)"
+            )
             driver.kill()
             print(f"  at the kill: {in_flight(state / 'checkpoint', conf)}", file=out, flush=True)
             _produce(conf, rest, partitions)
@@ -332,11 +348,15 @@ def run_demo(  # noqa: PLR0915 - one narrated scenario, step by step
             query_id = json.loads((state / "checkpoint" / "metadata").read_text())["id"]
             sink = sparkafka.sink_metrics(PREFIX, query_id)
             print(
-                f"  {sink['recovered']} batch(es) finished from a commit intent left by the crash; "
-                f"{sink['replays']} replayed batch(es) skipped as already written; {sink['abandoned']} "
-                f"abandoned and {sink['partial']} partial (written again by the replay)",
+                f"  {sink['recovered']} batch(es) rolled forward: the restarted driver found the crashed "
+                "batch's commit intent and committed its transactions; "
+                f"{sink['replays']} replayed batch(es) skipped: Spark ran the crashed batch again and the "
+                "sink, seeing it committed, aborted the replay's transactions instead of writing it twice; "
+                f"{sink['abandoned']} abandoned and {sink['partial']} partial (written again by the replay)",
                 file=out,
             )
+            if sink["recovered"] < 1 or sink["replays"] < 1:
+                problems.append("the crash left no batch to roll forward and no replay to skip")
             say("verification with the committed-view oracle (what a read_committed reader sees)")
             print(
                 f"  {len(expected)} customer-minute windows expected, covering {valid} valid orders; the "
