@@ -94,6 +94,7 @@ _LEADERLESS_CODES = {
     -187,  # _ALL_BROKERS_DOWN: every broker the client is connected to is down
     -185,  # _TIMED_OUT: no answer in time, e.g. waiting for a dead leader to come back
     -180,  # _WAIT_COORD: waiting for the coordinator
+    -137,  # _DESTROY_BROKER: the request's broker left the cluster metadata (killed) while it waited
 }
 _NOENT = -156
 """librdkafka's generic "no such entry": a leaderless answer only when its message speaks of leaders."""

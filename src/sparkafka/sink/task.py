@@ -63,8 +63,13 @@ class _Delivery:
         self.errors: list[str] = []
 
     def __call__(self, error: Any, message: Any) -> None:
-        if error is not None:
-            self.errors.append(f"{message.topic()}-{message.partition()}: {error}")
+        if error is None:
+            return
+        try:
+            where = f"{message.topic()}-{message.partition()}"
+        except Exception:  # noqa: BLE001 - after a fatal producer error the message can no longer say
+            where = "a record"  # (SystemError from Message.topic, measured); the error itself is what counts
+        self.errors.append(f"{where}: {error}")
 
 
 def _producer_settings(conf: Mapping[str, str], delivery: _Delivery) -> dict[str, Any]:
@@ -223,8 +228,13 @@ def write_task(
         result.records = sum(_produce_batch(producer, b, options, columns, router) for b in batches)
         _flush(producer, delivery)
     except BaseException:
+        # Closed here, not left to the traceback: a producer kept alive finishes its abort in the background
+        # and may bump the epoch of the id after the task's next attempt took it, fencing that attempt
+        # (measured in the broker-kill chaos test: ADDPARTS "old epoch", then _FENCED).
         with contextlib.suppress(Exception):
             producer.abort_transaction(10)
+        with contextlib.suppress(Exception):
+            producer.close()
         raise
     if result.records == 0:
         producer.abort_transaction(30)  # nothing to commit; leave no open transaction behind

@@ -21,7 +21,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkafka import broker_gaps
-from sparkafka.clients import cached, is_leaderless, learn_topics, new_consumer, next_messages
+from sparkafka.clients import (
+    DEFAULT_TIMEOUT_S,
+    LEADER_ELECTION_S,
+    cached,
+    is_leaderless,
+    learn_topics,
+    new_consumer,
+    next_messages,
+    with_retries,
+)
 from sparkafka.errors import BrokerError, DataLossError
 from sparkafka.structs import TopicPartition
 
@@ -170,7 +179,7 @@ def read_ranges(
     schema = arrow_schema(include_headers)
     consumer = _consumer(conf)
     learn_topics(consumer, {r.tp.topic for r in todo}, 30)
-    starts = {r.tp: _check_start(consumer, r, fail_on_data_loss) for r in todo}
+    starts = {r.tp: _check_start(consumer, r, fail_on_data_loss, conf) for r in todo}
     ends = {r.tp: r.end for r in todo}
     columns = _Columns(include_headers)
     stalled = functools.partial(broker_gaps.note_stalled_fetch, conf)
@@ -340,11 +349,21 @@ def _drop_finished(consumer: Any, pending: set[TopicPartition], ends: Mapping[To
             pending.discard(tp)
 
 
-def _check_start(consumer: Any, r: OffsetRange, fail_on_data_loss: bool) -> int:
-    """The offset to start at: ``r.start``, unless retention removed it (then data loss)."""
+def _check_start(consumer: Any, r: OffsetRange, fail_on_data_loss: bool, conf: Mapping[str, Any]) -> int:
+    """The offset to start at: ``r.start``, unless retention removed it (then data loss).
+
+    The lookup rides through a leader election (a broker killed: its partitions answer NOT_LEADER, or the
+    request dies with the broker's handle) for ``DEFAULT_TIMEOUT_S``, each try capped at the election time.
+    """
     from confluent_kafka import TopicPartition as CTopicPartition
 
-    low, _high = consumer.get_watermark_offsets(CTopicPartition(r.tp.topic, r.tp.partition), timeout=30)
+    ctp = CTopicPartition(r.tp.topic, r.tp.partition)
+    low, _high = with_retries(
+        f"the log start of {r.tp}",
+        conf,
+        lambda left: consumer.get_watermark_offsets(ctp, timeout=min(left, LEADER_ELECTION_S)),
+        DEFAULT_TIMEOUT_S,
+    )
     if low is None or low < 0 or r.start >= low:
         return r.start
     lost = f"{r.tp}: offsets {r.start}..{min(low, r.end) - 1} were removed (log starts at {low})"

@@ -50,3 +50,39 @@ def test_out_of_range_is_data_loss_and_other_errors_fail() -> None:
         _split_events([Msg(3, KafkaError(KafkaError.OFFSET_OUT_OF_RANGE))])
     with pytest.raises(BrokerError, match="failed"):
         _split_events([Msg(3, KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))])
+
+
+class LeaderlessThenFine:
+    """A consumer whose watermark lookup first meets a leader election, then answers."""
+
+    def __init__(self, failures: list[int]) -> None:
+        self.failures = failures
+        self.calls: list[float] = []
+
+    def get_watermark_offsets(self, _tp: Any, timeout: float) -> tuple[int, int]:
+        from confluent_kafka import KafkaException
+
+        self.calls.append(timeout)
+        if self.failures:
+            raise KafkaException(KafkaError(self.failures.pop(0)))
+        return 3, 10
+
+
+def test_the_log_start_lookup_rides_through_a_leader_election() -> None:
+    from sparkafka.clients import LEADER_ELECTION_S
+    from sparkafka.source.fetch import OffsetRange, _check_start
+
+    consumer = LeaderlessThenFine([KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError._DESTROY_BROKER])
+    r = OffsetRange(TopicPartition("t", 0), 5, 9)
+    assert _check_start(consumer, r, True, {"bootstrap.servers": "b:9092"}) == 5
+    assert len(consumer.calls) == 3
+    assert all(t <= LEADER_ELECTION_S for t in consumer.calls)  # a dead leader cannot use the whole timeout
+    with pytest.raises(DataLossError, match="were removed"):
+        _check_start(LeaderlessThenFine([]), OffsetRange(TopicPartition("t", 0), 1, 9), True, {})
+    with pytest.raises(BrokerError, match="b:9092"):
+        _check_start(
+            LeaderlessThenFine([KafkaError.TOPIC_AUTHORIZATION_FAILED]),
+            r,
+            True,
+            {"bootstrap.servers": "b:9092"},
+        )
