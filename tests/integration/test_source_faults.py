@@ -1,10 +1,11 @@
-"""The source under broker faults tansu can show: a broker restart while a pattern query discovers.
+"""The source under broker faults: a broker killed and restarted while a pattern query discovers.
 
 (A topic deleted under a running query is in test_source.py, with discovery on and off.)
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 from confluent_kafka.admin import NewTopic
 
 from sparkafka.clients import admin_client
-from tests.chaos.harness import DurableBroker
+from sparkafka.local.kafka_broker import ApacheKafka
 from tests.support.kafka import produce
 from tests.support.queries import memory_query, memory_values, source
 
@@ -20,10 +21,11 @@ from tests.support.queries import memory_query, memory_values, source
 def test_pattern_query_rides_out_a_broker_restart_during_discovery(
     spark: Any, tmp_path: Path, checkpoint: str
 ) -> None:
-    broker = DurableBroker(tmp_path).start()  # tansu on S3 storage: topics and records survive a restart
+    # A broker of its own: killing the suite's broker would fail the other tests' queries.
+    broker = ApacheKafka(data_dir=tmp_path / "kafka").start()
     query = None
     try:
-        conf = {"bootstrap.servers": broker.bootstrap}
+        conf = {"bootstrap.servers": broker.bootstrap_servers}
         admin = admin_client(conf)
         prefix = f"rs{uuid.uuid4().hex[:6]}"
         for future in admin.create_topics([NewTopic(f"{prefix}-a", 1, 1)]).values():
@@ -31,7 +33,7 @@ def test_pattern_query_rides_out_a_broker_restart_during_discovery(
         first = produce(conf, f"{prefix}-a", ["a0", "a1", "a2"])
         df = source(
             spark,
-            broker.bootstrap,
+            broker.bootstrap_servers,
             subscribePattern=f"{prefix}-.*",
             startingOffsets="earliest",
             partitionDiscoveryIntervalMs=0,  # every latestOffset call lists topics: discovery in progress
@@ -41,7 +43,9 @@ def test_pattern_query_rides_out_a_broker_restart_during_discovery(
         query = memory_query(df, name, checkpoint)
         query.processAllAvailable()
         assert sorted(memory_values(spark, name)) == first
-        broker.restart(down_s=2.0)  # the idle query keeps discovering through the outage
+        broker.kill(0)  # SIGKILL: the machine lost; its data stays
+        time.sleep(2.0)  # the outage the idle query's discovery meets
+        broker.restart(0)  # same port and data: topics and records survive
         for future in admin_client(conf).create_topics([NewTopic(f"{prefix}-b", 2, 1)]).values():
             future.result(60)
         second = produce(conf, f"{prefix}-b", ["b0", "b1"], 2)

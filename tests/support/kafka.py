@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -12,7 +13,7 @@ from sparkafka.committed_view import RawRecord, committed_view
 from sparkafka.local.tansu_workarounds import exact_latest_producer_conf
 from sparkafka.structs import TopicPartition, committed_offsets
 
-__all__ = ["Kafka", "Offsets", "group_offsets", "produce"]
+__all__ = ["Kafka", "Offsets", "group_offsets", "produce", "read_committed"]
 
 Offsets = dict[TopicPartition, int]
 
@@ -55,6 +56,49 @@ def group_offsets(conf: dict[str, str], group: str, topic: str, partitions: int)
     return {tp: o for tp, o in got.items() if o is not None}
 
 
+def read_committed(
+    conf: dict[str, str], topic: str, timeout_s: float = 60.0
+) -> dict[int, list[bytes | None]]:
+    """What a plain confluent-kafka consumer with ``isolation.level=read_committed`` reads, by partition.
+
+    Each partition is read from offset 0 to its end as it is when called (the high watermark): the broker's
+    own answer, to compare with the committed-view oracle (``Kafka.committed``), which applies the
+    transaction markers itself. A transaction still open holds the consumer at the last stable offset below
+    the end: that fails with TimeoutError naming the partitions, as does anything else that stops the read.
+    """
+    from confluent_kafka import Consumer, KafkaError, KafkaException
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    settings = {**conf, "group.id": f"read-committed-{uuid.uuid4().hex[:8]}", "enable.auto.commit": "false"}
+    probe = Consumer({**settings, "isolation.level": "read_uncommitted"})  # its ListOffsets: high watermark
+    try:
+        partitions = sorted(probe.list_topics(topic, timeout=30).topics[topic].partitions)
+        ends = {p: probe.get_watermark_offsets(CTopicPartition(topic, p), timeout=30)[1] for p in partitions}
+    finally:
+        probe.close()
+    consumer = Consumer({**settings, "isolation.level": "read_committed", "enable.partition.eof": "true"})
+    values: dict[int, list[bytes | None]] = {p: [] for p in partitions}
+    reached: dict[int, int] = dict.fromkeys(partitions, 0)
+    deadline = time.monotonic() + timeout_s
+    try:
+        consumer.assign([CTopicPartition(topic, p, 0) for p in partitions])
+        while any(reached[p] < ends[p] for p in partitions):
+            if time.monotonic() > deadline:
+                behind = {p: f"{reached[p]} of {ends[p]}" for p in partitions if reached[p] < ends[p]}
+                raise TimeoutError(f"read_committed read of {topic} stopped short: {behind}")
+            for msg in consumer.consume(1000, 0.5):
+                error = msg.error()
+                if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                    raise KafkaException(error)
+                if error is None:
+                    values[msg.partition()].append(msg.value())
+                # EOF comes at the last stable offset, past any trailing transaction marker.
+                reached[msg.partition()] = max(reached[msg.partition()], msg.offset() + (error is None))
+    finally:
+        consumer.close()
+    return values
+
+
 class Kafka:
     """One broker's topics, records and groups, for a test (the ``kafka`` fixture) or a harness.
 
@@ -64,19 +108,30 @@ class Kafka:
     def __init__(self, conf: dict[str, str]) -> None:
         self.conf = conf
 
-    def topic(self, partitions: int = 1, prefix: str = "t", config: Mapping[str, str] | None = None) -> str:
+    def topic(
+        self,
+        partitions: int = 1,
+        prefix: str = "t",
+        config: Mapping[str, str] | None = None,
+        replication: int = 1,
+    ) -> str:
         """A new, uniquely named topic: ``kafka.topic(partitions=4)``."""
         name = f"{prefix}-{uuid.uuid4().hex[:12]}"
-        self.create_topics([name], partitions, config)
+        self.create_topics([name], partitions, config, replication)
         return name
 
     def create_topics(
-        self, names: Iterable[str], partitions: int, config: Mapping[str, str] | None = None
+        self,
+        names: Iterable[str],
+        partitions: int,
+        config: Mapping[str, str] | None = None,
+        replication: int = 1,
     ) -> None:
+        """Create ``names``, each with ``partitions`` partitions of ``replication`` replicas."""
         from confluent_kafka.admin import NewTopic
 
         admin = admin_client(self.conf)  # the process's client for this broker, kept while futures resolve
-        specs = [NewTopic(name, partitions, 1, config=dict(config or {})) for name in names]
+        specs = [NewTopic(name, partitions, replication, config=dict(config or {})) for name in names]
         for future in admin.create_topics(specs).values():
             future.result(30)
 
@@ -99,6 +154,10 @@ class Kafka:
     def committed_values(self, topic: str) -> Counter[bytes | None]:
         """The committed records' values, counted (duplicates show as counts above one)."""
         return Counter(r.value for r in self.committed(topic))
+
+    def read_committed(self, topic: str) -> list[bytes | None]:
+        """``read_committed``: what a plain read_committed consumer reads in ``topic``, all partitions."""
+        return [v for values in read_committed(self.conf, topic).values() for v in values]
 
     def group_offsets(self, group: str, topic: str, partitions: int) -> Offsets:
         return group_offsets(self.conf, group, topic, partitions)
