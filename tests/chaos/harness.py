@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from sparkafka.clients import admin_client
+from sparkafka.clients import admin_client, close_all
 from sparkafka.kafka import coordinator_partition
 from sparkafka.local.kafka_broker import ApacheKafka
 from sparkafka.local.procs import GroupProcess
@@ -563,6 +563,7 @@ def run_chaos(
         if feeder is not None:
             feeder.halt.set()
             feeder.join(60)  # while the brokers still run, so its producer flushes and goes
+        close_all()  # this process's cached clients go before the brokers do: none is left to log it
         cluster.stop()
     print(report.render(), file=out, flush=True)
     print(f"chaos: {time.monotonic() - began:.0f} s in all", file=out, flush=True)

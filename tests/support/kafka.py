@@ -135,13 +135,6 @@ class Kafka:
         for future in admin.create_topics(specs).values():
             future.result(30)
 
-    def ensure_topics(self, partitions: Mapping[str, int]) -> None:
-        """Create the fixed-name topics (name -> partitions) that do not exist yet (the examples' topics)."""
-        existing = admin_client(self.conf).list_topics(timeout=30).topics
-        for name, count in partitions.items():
-            if name not in existing:
-                self.create_topics([name], count)
-
     def produce(self, topic: str, values: Iterable[str], partitions: int = 1, **record: Any) -> list[str]:
         """``produce``: each value round-robin over ``partitions``, keys ``k0``, ``k1``, ... (``headers``,
         ``timestamp`` for every record)."""

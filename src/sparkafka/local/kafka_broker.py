@@ -225,13 +225,20 @@ class ApacheKafka:
 
     def _format(self) -> None:
         """``kafka-storage format`` for every node at once (one JVM each, in parallel): one cluster id."""
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # as Kafka's Uuid.randomUuid: "-..." reads as an option (1 in 64)
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         procs = []
         for node in self._nodes:
             props = self.data_dir / f"node-{node.node_id}.properties"
             props.write_text(self._properties(node))
             cmd = self._java(
-                "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props), heap="256m"
+                "kafka.tools.StorageTool",
+                "format",
+                f"--cluster-id={cluster_id}",
+                "-c",
+                str(props),
+                heap="256m",
             )
             procs.append((node, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
         for node, proc in procs:
