@@ -2,11 +2,14 @@
 
 Usage: python -m tests.integration.sink_driver BOOTSTRAP TOPIC INPUT_DIR CHECKPOINT DELIVERY [PREFIX [TASKS]]
 Exits 0 when the query has processed all input (Trigger.AvailableNow), 3 when the query failed (the
-whole error is printed). SPARKAFKA_TEST_SPECULATION=true starts Spark with spark.speculation on.
+whole error is printed). SPARKAFKA_TEST_SPECULATION=true starts Spark with spark.speculation on;
+SPARKAFKA_TEST_SINK_OPTIONS, a JSON object of option name to value, adds writer options (for example
+``{"kafka.transaction.timeout.ms": "10000"}``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -39,6 +42,7 @@ def main(argv: list[str]) -> int:
         )
         if prefix:
             writer = writer.option("transactionalIdPrefix", prefix)
+        writer = writer.options(**json.loads(os.environ.get("SPARKAFKA_TEST_SINK_OPTIONS", "{}")))
         query = writer.trigger(availableNow=True).start()
         try:
             query.awaitTermination()

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tomllib
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -180,6 +182,42 @@ def kafka_only_examples() -> list[Path]:
     return [e for e in examples if "[schema_registry]" not in e.read_text()]
 
 
+# The examples' own names for what they share with other runs on a broker: topics, the group and the
+# transactionalIdPrefix (a new checkpoint under an old prefix is refused while the old owner may be live).
+_EXAMPLE_NAMES = re.compile(
+    r'((?:\bsubscribe|\btopic|\bdead_letter_topic|\btransactionalIdPrefix|"kafka\.group\.id")\s*=\s*")([^"$]+)"'
+)
+
+
+def example_for_run(example: Path, directory: Path, run: str) -> Path:
+    """``example`` copied into ``directory`` with each topic, group and prefix it names suffixed ``-run``.
+
+    ``orders`` becomes ``orders-<run>``, in every example alike, so examples that share a topic still share
+    it; the static tables it joins are copied beside it. A broker that is not empty (an external one, a
+    rerun) then holds nothing under these names but what this run writes.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    text, renamed = _EXAMPLE_NAMES.subn(lambda m: f'{m.group(1)}{m.group(2)}-{run}"', example.read_text())
+    config = tomllib.loads(text)
+    source, sink = config["source"], config["sink"]
+    named = [
+        source["options"].get("subscribe"),
+        source["options"].get("kafka.group.id"),
+        source.get("dead_letter_topic"),
+        sink["options"].get("topic"),
+        sink["options"].get("transactionalIdPrefix"),
+    ]
+    names = [n for n in named if n is not None]
+    # Each name renamed once, and nothing else (a name this pattern misses would fail here, not later).
+    assert renamed == len(names), f"{example.name}: {names}"
+    assert all(n.endswith(f"-{run}") for n in names), f"{example.name}: {names}"
+    for table in config.get("table", []):
+        shutil.copy(example.parent / table["path"], directory / table["path"])
+    out = directory / example.name
+    out.write_text(text)
+    return out
+
+
 def test_every_example_plans_against_spark(
     spark: object, bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -199,18 +237,21 @@ def test_every_example_runs_to_completion_on_the_broker(kafka: Kafka, bootstrap:
     from sparkafka.local.demo import FLUSH_CUSTOMER, Order, make_orders
     from sparkafka.local.tansu_workarounds import exact_latest_producer_conf
 
-    kafka.ensure_topics({"orders": 2, "orders-eur": 2, "revenue": 2})
+    # The examples' topics, groups and prefixes, suffixed for this run: the broker may hold earlier runs'.
+    run = uuid.uuid4().hex[:8]
+    source, enriched_topic, revenue_topic = f"orders-{run}", f"orders-eur-{run}", f"revenue-{run}"
+    kafka.create_topics([source, enriched_topic, revenue_topic], 2)
     orders = make_orders(300, 2, seed=11)
     orders.append(Order(300, FLUSH_CUSTOMER, 1.0, "EUR", orders[-1].event_time_ms + 5 * 60_000))
     from confluent_kafka import Producer
 
     producer = Producer(exact_latest_producer_conf(kafka.conf))
     for o in orders:
-        producer.produce("orders", o.value(), key=o.key())
+        producer.produce(source, o.value(), key=o.key())
     assert producer.flush(30) == 0
 
     env = {**os.environ, "BOOTSTRAP": bootstrap, "SPARKAFKA_STATE": str(tmp_path), "COLUMNS": "160"}
-    examples = kafka_only_examples()
+    examples = [example_for_run(e, tmp_path / "examples", run) for e in kafka_only_examples()]
     reported: dict[str, int] = {}
     for example in examples:
         result = subprocess.run(
@@ -226,9 +267,9 @@ def test_every_example_runs_to_completion_on_the_broker(kafka: Kafka, bootstrap:
         match = re.search(r"records out ([\d,]+)", summary[-1])
         assert match, summary
         reported[example.stem] = int(match.group(1).replace(",", ""))
-    enriched = [r.value for r in kafka.committed("orders-eur")]
+    enriched = [r.value for r in kafka.committed(enriched_topic)]
     assert len(enriched) == sum(not o.malformed for o in orders)
-    revenue = [json.loads(r.value or b"") for r in kafka.committed("revenue")]
+    revenue = [json.loads(r.value or b"") for r in kafka.committed(revenue_topic)]
     assert sum(row["orders"] for row in revenue if row["customer"] != FLUSH_CUSTOMER) == sum(
         not o.malformed and o.customer != FLUSH_CUSTOMER for o in orders
     )
@@ -323,7 +364,8 @@ def test_run_fails_fast_with_its_own_sentence_last(
     from sparkafka.local.broker import free_port
 
     src, dst = kafka.topic(partitions=1), kafka.topic(partitions=1)
-    text = PIPELINE.format(src=src, dst=dst, group="g-fail", prefix=f"fail-{uuid.uuid4().hex[:6]}")
+    prefix = f"fail-{uuid.uuid4().hex[:6]}"
+    text = PIPELINE.format(src=src, dst=dst, group=f"g-{prefix}", prefix=prefix)
     address = bootstrap
     expected = {
         "address": "no Kafka broker answered",
@@ -334,7 +376,7 @@ def test_run_fails_fast_with_its_own_sentence_last(
     if fault == "address":
         address = f"127.0.0.1:{free_port()}"  # nothing listens there
     elif fault == "topic":
-        text = text.replace(f'subscribe = "{src}"', 'subscribe = "no-such-topic"')
+        text = text.replace(f'subscribe = "{src}"', f'subscribe = "no-such-topic-{prefix}"')
     elif fault == "table":
         text += '\n[[table]]\nname = "rates"\npath = "missing.csv"\n'
     else:
@@ -468,10 +510,9 @@ def test_a_metrics_port_in_use_fails_at_start_naming_it(kafka: Kafka, bootstrap:
     import socket
 
     src, dst = kafka.topic(partitions=1), kafka.topic(partitions=1)
+    prefix = f"port-{uuid.uuid4().hex[:6]}"
     pipeline = tmp_path / "pipeline.toml"
-    pipeline.write_text(
-        PIPELINE.format(src=src, dst=dst, group="g-port", prefix=f"port-{uuid.uuid4().hex[:6]}")
-    )
+    pipeline.write_text(PIPELINE.format(src=src, dst=dst, group=f"g-{prefix}", prefix=prefix))
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.test_pipeline_cli import example_for_run
 from tests.support.kafka import Kafka
 
 SPARKAFKA = [sys.executable, "-m", "sparkafka.cli"]
@@ -54,15 +55,20 @@ def test_avro_example_reads_two_writer_versions_and_writes_avro_exactly_once(
 
     from sparkafka.local.tansu_workarounds import exact_latest_producer_conf
 
-    kafka.ensure_topics({"orders-avro": 2, "orders-avro-eur": 2, "orders-avro-dlq": 1})
+    # The example's topics (so subjects), group and prefix, suffixed for this run: a real registry or broker
+    # may hold earlier runs', and the sink refuses a new checkpoint on a prefix another query may still own.
+    run = uuid.uuid4().hex[:6]
+    example = example_for_run(EXAMPLES / "orders_avro.toml", tmp_path / "examples", run)
+    source, output, dlq = f"orders-avro-{run}", f"orders-avro-eur-{run}", f"orders-avro-dlq-{run}"
+    kafka.create_topics([source, output], 2)
+    kafka.create_topics([dlq], 1)
     client = SchemaRegistryClient({"url": registry_url})
-    ctx = SerializationContext("orders-avro", MessageField.VALUE)
+    ctx = SerializationContext(source, MessageField.VALUE)
     v1 = AvroSerializer(client, json.dumps(ORDER_V1))
     v2 = AvroSerializer(client, json.dumps(ORDER_V2))
     base = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
     expected: Counter[tuple[str, str, float, str]] = Counter()
     producer = Producer(exact_latest_producer_conf(kafka.conf))
-    run = uuid.uuid4().hex[:6]  # a real registry or broker may hold records of earlier runs
     for i in range(120):
         order = {
             "order_id": f"{run}-{i}",
@@ -73,7 +79,7 @@ def test_avro_example_reads_two_writer_versions_and_writes_avro_exactly_once(
         }
         # The two writer versions interleave, so every batch mixes them.
         value = v2({**order, "channel": "app"}, ctx) if i % 2 else v1(order, ctx)
-        producer.produce("orders-avro", value, key=order["customer"].encode(), partition=i % 2)
+        producer.produce(source, value, key=order["customer"].encode(), partition=i % 2)
         if order["amount"] > 0:
             channel = "app" if i % 2 else "web"  # v1 records read with v2's default
             expected[
@@ -86,7 +92,7 @@ def test_avro_example_reads_two_writer_versions_and_writes_avro_exactly_once(
             ] += 1
     junk = [b"not avro at all", b"\x00\x00\x01\x86\xa0\x02xx"]  # no magic byte; schema id 100000 unknown
     for value in junk:
-        producer.produce("orders-avro", value, key=b"junk", partition=0)
+        producer.produce(source, value, key=b"junk", partition=0)
     assert producer.flush(30) == 0
 
     env = {
@@ -99,7 +105,7 @@ def test_avro_example_reads_two_writer_versions_and_writes_avro_exactly_once(
 
     def run_example() -> str:
         result = subprocess.run(
-            [*SPARKAFKA, "run", str(EXAMPLES / "orders_avro.toml"), "--available-now"],
+            [*SPARKAFKA, "run", str(example), "--available-now"],
             env=env,
             capture_output=True,
             text=True,
@@ -110,23 +116,23 @@ def test_avro_example_reads_two_writer_versions_and_writes_avro_exactly_once(
         return result.stdout
 
     run_example()
-    out_ctx = SerializationContext("orders-avro-eur", MessageField.VALUE)
+    out_ctx = SerializationContext(output, MessageField.VALUE)
     reader = AvroDeserializer(client)  # confluent-kafka's own reader, with the schema our sink registered
 
     def written() -> Counter[tuple[str, str, float, str]]:
         got: Counter[tuple[str, str, float, str]] = Counter()
-        for record in kafka.committed("orders-avro-eur"):
+        for record in kafka.committed(output):
             row = reader(record.value, out_ctx)
-            if row["order_id"].startswith(run):
-                got[(row["order_id"], row["customer"], row["amount_eur"], row["channel"])] += 1
-                assert record.key is not None
+            got[(row["order_id"], row["customer"], row["amount_eur"], row["channel"])] += 1
+            assert record.key is not None
         return got
 
     assert written() == expected
-    registered = client.get_latest_version("orders-avro-eur-value")
+    registered = client.get_latest_version(f"{output}-value")
     assert json.loads(registered.schema.schema_str)["name"] == "OrderEur"
-    dead = [r for r in kafka.committed("orders-avro-dlq") if r.key == b"junk"]
-    assert sorted(r.value for r in dead)[-2:] == sorted(junk)
+    dead = kafka.committed(dlq)
+    assert [r.key for r in dead] == [b"junk", b"junk"]
+    assert sorted(r.value for r in dead) == sorted(junk)
     headers = [dict(r.headers or []) for r in dead]
     assert {h["sparkafka.error.class"] for h in headers} == {b"UndecodableAvro"}
     messages = b" | ".join(h["sparkafka.error.message"] for h in headers)
@@ -135,6 +141,7 @@ def test_avro_example_reads_two_writer_versions_and_writes_avro_exactly_once(
 
     run_example()  # a rerun on the same checkpoint reads nothing new and writes nothing twice
     assert written() == expected
+    assert len(kafka.committed(dlq)) == len(junk)
 
 
 def _order_file() -> Any:

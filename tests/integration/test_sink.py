@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -58,8 +59,17 @@ def write_input(directory: Path) -> None:
 class Driver:
     """Runs sink_driver.py in its own process group (killed as a whole, never by name)."""
 
-    def __init__(self, tmp: Path, bootstrap: str, topic: str, delivery: str) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        bootstrap: str,
+        topic: str,
+        delivery: str,
+        sink_options: dict[str, str] | None = None,
+    ) -> None:
         self.tmp, self.bootstrap, self.topic, self.delivery = tmp, bootstrap, topic, delivery
+        self.sink_options = sink_options or {}
+        """Writer options added on every run (SPARKAFKA_TEST_SINK_OPTIONS)."""
         self.input = tmp / "in"
         self.checkpoint = tmp / "ck"
         self.prefix = f"eos-{uuid.uuid4().hex[:6]}" if delivery == "exactly_once" else None
@@ -71,6 +81,7 @@ class Driver:
     ) -> GroupProcess:
         env = {**os.environ, **(env or {})}
         env.pop("SPARKAFKA_TEST_FAULT", None)
+        env["SPARKAFKA_TEST_SINK_OPTIONS"] = json.dumps(self.sink_options)
         if fault:
             env["SPARKAFKA_TEST_FAULT"] = fault
             env["SPARKAFKA_TEST_FAULT_MARKER"] = str(self.marker)
@@ -100,7 +111,7 @@ def expected() -> Counter[bytes]:
     return Counter(str(i).encode() for i in range(ROWS))
 
 
-# Three crash tests in real processes; the full decision table (every fault point x in time, timed out,
+# Four crash tests in real processes; the full decision table (every fault point x in time, timed out,
 # partly committed x streaming, batch write) runs against the coordinator model in
 # tests/unit/sink/test_twophase.py.
 @pytest.mark.parametrize("point", ["after_first_txn", "commit_end"])
@@ -121,6 +132,78 @@ def test_exactly_once_survives_a_driver_kill(
         assert counters["replays"] == 1  # the batch Spark re-ran was aborted, not written twice
     else:
         assert counters["recovered"] == 1  # the killed commit was finished from its intent
+
+
+TXN_TIMEOUT_MS = 30_000
+"""Short, so the broker times the paused batch out soon; not shorter, since the sink refuses to commit a
+batch whose oldest transaction is older than this less a margin (5 s), and a new driver's first commit
+starts late: 5.9 s after its tasks ended, measured on this 2-core machine at a load average of 10 (with
+10 s the batch was refused before its intent)."""
+
+
+def held_back(kafka: Kafka, topic: str, partitions: int) -> int:
+    """Records of ``topic`` that read_committed consumers cannot read yet, over all partitions: the latest
+    offsets less the last stable offsets (an open transaction holds its partition's LSO at its first record).
+    """
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka import TopicPartition as CTopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    from sparkafka.clients import admin_client
+
+    admin = admin_client(kafka.conf)  # the process's client: it outlives the futures
+    wanted = {CTopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+
+    def latest(isolation: IsolationLevel) -> int:
+        futures = admin.list_offsets(wanted, isolation_level=isolation, request_timeout=30)
+        return sum(future.result(30).offset for future in futures.values())
+
+    return latest(IsolationLevel.READ_UNCOMMITTED) - latest(IsolationLevel.READ_COMMITTED)
+
+
+def test_exactly_once_survives_the_broker_timing_out_a_decided_batch(
+    kafka: Kafka, bootstrap: str, tmp_path: Path
+) -> None:
+    """The driver dies after batch 0's commit intent and stays down past kafka.transaction.timeout.ms: the
+    broker aborts the batch's transactions and bumps their epochs, so the intent cannot be rolled forward
+    (EndTxn answers PRODUCER_FENCED). The restart's recovery records the batch as abandoned, nothing of it
+    visible, and Spark's replay writes it exactly once. (Measured on Apache Kafka 3.9 before recovery read
+    PRODUCER_FENCED as "aborted": every restart failed with it, wedged.)
+
+    The coordinator model's case: test_recovery_never_wedges_after_the_broker_aborted_the_intent (and
+    test_streaming_crash_then_replay_is_exactly_once[after_intent-timed_out]) in
+    tests/unit/sink/test_twophase.py.
+    """
+    topic = kafka.topic(partitions=3)
+    timeout = {"kafka.transaction.timeout.ms": str(TXN_TIMEOUT_MS)}
+    driver = Driver(tmp_path, bootstrap, topic, "exactly_once", sink_options=timeout)
+    driver.run_and_kill_at("after_intent")
+    assert driver.prefix is not None
+    assert held_back(kafka, topic, 3) > 0  # batch 0's transactions are open: decided, not committed
+    seen = {"held back": -1}
+
+    def broker_aborted() -> bool:
+        seen["held back"] = held_back(kafka, topic, 3)
+        return seen["held back"] == 0
+
+    wait_until(
+        broker_aborted,
+        TXN_TIMEOUT_MS / 1000 + 60,  # an external broker checks for timed-out transactions every 10 s
+        "the broker to abort the timed-out transactions (the last stable offsets to reach the latest)",
+        detail=lambda: f"last seen: {seen}",
+        interval_s=0.5,
+    )
+    assert kafka.committed_values(topic) == Counter()  # aborted: nothing of batch 0 visible
+
+    code, out = driver.run()  # same checkpoint: recovery finds the intent, Spark replays batch 0
+    assert code == 0, out
+    assert kafka.committed_values(topic) == expected()
+    counters = sparkafka.sink_metrics(driver.prefix)
+    assert counters["recovered"] == 1  # the pending intent was resolved ...
+    assert counters["abandoned"] == 1  # ... as wholly aborted by the broker: not committed, not wedged
+    assert counters["partial"] == 0
+    assert counters["replays"] == 0  # batch 0's replay was written, not skipped as already done
+    assert counters["records"] == ROWS  # each row counted once: batch 0's by its replay only
 
 
 def test_pending_intent_is_shown_and_resolved_with_sparkafka_txn(
