@@ -1,11 +1,18 @@
-"""The ``sparkafka`` data source: the one class Spark sees; it hands off to the source and sink packages."""
+"""The ``sparkafka`` data source: the one class Spark sees; it hands off to the source and sink packages.
+
+First errors are one sentence, first: bad options are ``ConfigError`` at ``load()`` (reads) or when the
+writer is made, reported without a traceback (``sentence_errors``), and the first contact with the brokers
+(``first_contact``) fails within 5 s when none answers, as ``sparkafka run``'s pre-flight does.
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ParamSpec, TypeVar
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -16,11 +23,96 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from sparkafka.errors import BrokerError, SparkafkaError
 from sparkafka.source.options import parse_source_options
 
-__all__ = ["KafkaDataSource", "register", "shipped_archive", "source_schema"]
+__all__ = [
+    "FIRST_CONTACT_S",
+    "KafkaDataSource",
+    "first_contact",
+    "register",
+    "sentence_errors",
+    "shipped_archive",
+    "source_schema",
+]
 
 log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+HIDE_TRACEBACK_ENV = "SPARK_HIDE_TRACEBACK"
+"""PySpark's worker prints only ``Type: message`` of a failure, no traceback, when this is set at the time
+it reports it (``pyspark.util.handle_worker_exception``); the JVM sets it for every worker when
+``spark.sql.execution.pyspark.udf.hideTraceback.enabled`` is on."""
+
+
+def sentence_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """Wrap a Spark-facing method so that a ``SparkafkaError`` it raises reaches the user as its sentence.
+
+    Spark wraps a data source's failure as ``[PYTHON_DATA_SOURCE_ERROR] Failed to ...: <the worker's
+    report>`` and PySpark's worker reports the whole traceback: the user's exception ran 11 to 26 lines,
+    sparkafka's sentence second to last (measured: a bad startingOffsets, 11 lines; a kafka.* typo, 26).
+    Our errors are sentences that name the option and the fix, so for them, and only for them, the
+    worker is told to report ``sparkafka.errors.ConfigError: <sentence>`` alone, on the message's first
+    line (2 lines in all; the second is Spark's `` SQLSTATE: 38000``). Other exceptions (bugs) keep their
+    traceback. Only inside a Spark Python worker (``SPARK_PYTHON_RUNTIME``), which exits after reporting
+    a failure (PySpark 4.3: ``worker_run``, the streaming source runner, ``worker.main`` all ``sys.exit``),
+    so the setting dies with the failure it was made for; elsewhere (tests, a driver) nothing is changed.
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except SparkafkaError:
+            if os.environ.get("SPARK_PYTHON_RUNTIME") == "PYTHON_WORKER":
+                os.environ[HIDE_TRACEBACK_ENV] = "1"
+            raise
+
+    return wrapper
+
+
+FIRST_CONTACT_S = 5.0
+"""How long the first contact with the brokers may go unanswered (``sparkafka run``'s pre-flight: 5 s)."""
+
+
+def first_contact(
+    kafka: Mapping[str, str], options: Mapping[str, Any], metadata_timeout_ms: int, *, admin: Any = None
+) -> None:
+    """Ask the brokers for their topics once; raise BrokerError, one sentence, if none answers in time.
+
+    Runs where a query or write first needs Kafka, before the lookups that retry for ``metadataTimeoutMs``
+    (30 s by default, right for a cluster that answered once and is electing leaders or restarting a
+    broker, long for an address where nothing ever answered: measured 35 s and 581 librdkafka lines for a
+    batch read from a wrong port). The bound is ``FIRST_CONTACT_S``, or ``metadataTimeoutMs`` when the user
+    set that option (a cluster known to answer slowly, say after an OAuth token fetch). Once this succeeds,
+    the lookups that follow keep their full retries. The client asking logs nothing (``log_level`` 0): the
+    sentence replaces librdkafka's "Connection refused" lines, as in ``sparkafka run``'s pre-flight.
+
+    Args:
+        kafka: the librdkafka settings (``kafka.*`` without the prefix).
+        options: the raw options, to tell whether ``metadataTimeoutMs`` was set.
+        metadata_timeout_ms: ``metadataTimeoutMs`` as parsed.
+        admin: the AdminClient to ask; default the process's cached one (tests pass a fake).
+    """
+    from sparkafka.clients import AdminMetadata
+
+    explicit = any(str(k).lower() == "metadatatimeoutms" for k in options)
+    timeout_s = metadata_timeout_ms / 1000 if explicit else min(FIRST_CONTACT_S, metadata_timeout_ms / 1000)
+    try:
+        AdminMetadata({**kafka, "log_level": "0"}, timeout_s, admin=admin).topics()
+    except BrokerError as e:
+        reason = str(e.__cause__ or e)
+        inner: Any = e.__cause__.args[0] if e.__cause__ is not None and e.__cause__.args else None
+        if callable(getattr(inner, "str", None)):  # the KafkaError of a KafkaException: its own words
+            reason = inner.str()
+        servers = kafka.get("bootstrap.servers")
+        raise BrokerError(  # the client layer's one wording (``clients.broker_error``), then the advice
+            f"listing topics failed against bootstrap servers {servers} (option kafka.bootstrap.servers): "
+            f"no Kafka broker answered within {timeout_s:g} s; is it running, and is the address right? "
+            f"(librdkafka: {reason})"
+        ) from None
 
 
 def source_schema(include_headers: bool) -> StructType:
@@ -39,22 +131,28 @@ class KafkaDataSource(DataSource):
     def name(cls) -> str:
         return "sparkafka"
 
+    @sentence_errors
     def schema(self) -> StructType:
-        # Spark asks for the schema at load(): validating here reports bad options before a query starts.
-        # (endingOffsets is checked again, for streams, when the stream reader is made.)
+        # Spark asks for the schema at load(): validating here reports bad options, and brokers that do not
+        # answer, before a query starts (endingOffsets is checked again, for streams, when the stream reader
+        # is made). Not asked when the user gives a schema; the readers' lookups then report instead.
         options = parse_source_options(self.options, batch=True)
+        first_contact(options.kafka, self.options, options.metadata_timeout_ms)
         return source_schema(options.include_headers)
 
+    @sentence_errors
     def reader(self, schema: StructType) -> DataSourceReader:
         from sparkafka.source.reader import KafkaBatchReader
 
         return KafkaBatchReader(parse_source_options(self.options, batch=True))
 
+    @sentence_errors
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from sparkafka.source.reader import KafkaStreamReader
 
         return KafkaStreamReader(parse_source_options(self.options))
 
+    @sentence_errors
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from sparkafka.sink.options import input_columns, parse_sink_options
         from sparkafka.sink.writer import KafkaStreamWriter
@@ -62,6 +160,7 @@ class KafkaDataSource(DataSource):
         options = parse_sink_options(self.options)
         return KafkaStreamWriter(options, input_columns(schema, options))
 
+    @sentence_errors
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from sparkafka.errors import ConfigError
         from sparkafka.sink.options import input_columns, parse_sink_options
@@ -75,7 +174,9 @@ class KafkaDataSource(DataSource):
                 "ErrorIfExists, is refused by Spark for Python data sources)"
             )
         options = parse_sink_options(self.options)
-        return KafkaBatchWriter(options, input_columns(schema, options))
+        columns = input_columns(schema, options)
+        first_contact(options.kafka, self.options, options.metadata_timeout_ms)
+        return KafkaBatchWriter(options, columns)
 
 
 def register(spark: Any) -> None:

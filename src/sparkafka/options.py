@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
+from sparkafka.clientconf import check_librdkafka_settings, close_librdkafka_property
 from sparkafka.errors import ConfigError
 
 __all__ = ["DEFAULT_METADATA_TIMEOUT_MS", "OptionReader"]
@@ -28,7 +29,8 @@ class OptionReader:
 
     Args:
         options: the raw option map.
-        known: the documented option names (camelCase); ``kafka.*`` keys are always accepted.
+        known: the documented option names (camelCase); ``kafka.*`` keys are accepted when librdkafka knows
+            the property (``check_librdkafka_settings``; their values are the parsers' to check, last).
         what: how errors name the thing being configured, e.g. "sparkafka source".
         instead: options sparkafka does not have (such as Spark's Kafka source's), each with the sentence
             that names what to use instead.
@@ -41,7 +43,11 @@ class OptionReader:
         what: str,
         instead: Mapping[str, str] | None = None,
     ) -> None:
-        """Check the keys now: an ``instead`` key or an unknown one raises ConfigError naming it."""
+        """Check the keys now: an ``instead`` key or an unknown one raises ConfigError naming it.
+
+        An unknown key gets a "did you mean" (a close option name, or ``kafka.<name>`` when it is a Kafka
+        client setting without its prefix); only when some key has none is the list of valid options added.
+        """
         self._raw = {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
         spelled = {str(k).lower(): str(k) for k in options}  # as given (Spark lower-cases its keys)
         self._known = {k.lower(): k for k in known}
@@ -51,16 +57,22 @@ class OptionReader:
                 raise ConfigError(f"option {spelled[key.lower()]} is not a sparkafka option: {why}")
         unknown = sorted(k for k in self._raw if k not in self._known and not k.startswith(KAFKA_PREFIX))
         if unknown:
-            valid = ", ".join(sorted(self._known.values()))
-            named = ", ".join(spelled[k] + self._did_you_mean(k) for k in unknown)
-            raise ConfigError(
-                f"unknown option(s) for the {what}: {named}. "
-                f"Valid options: {valid}, and kafka.* for Kafka client settings"
-            )
+            hints = {k: self._did_you_mean(k) for k in unknown}
+            named = ", ".join(spelled[k] + (f" (did you mean {h}?)" if h else "") for k, h in hints.items())
+            message = f"unknown option(s) for the {what}: {named}"
+            if not all(hints.values()):
+                valid = ", ".join(sorted(self._known.values()))
+                message += f". Valid options: {valid}, and kafka.* for Kafka client settings"
+            raise ConfigError(message)
+        check_librdkafka_settings(self.kafka(), self._known.values(), values=False)
 
-    def _did_you_mean(self, key: str) -> str:
+    def _did_you_mean(self, key: str) -> str | None:
+        """A close option name; else ``kafka.<name>`` when ``key`` is (close to) a librdkafka property."""
         close = difflib.get_close_matches(key, list(self._known), n=1, cutoff=0.75)
-        return f" (did you mean {self._known[close[0]]}?)" if close else ""
+        if close:
+            return self._known[close[0]]
+        kafka = close_librdkafka_property(key)
+        return f"{KAFKA_PREFIX}{kafka}" if kafka else None
 
     def name(self, key: str) -> str:
         """The documented spelling of ``key``."""

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from sparkafka.clientconf import check_kafka_python_config
+from sparkafka.clientconf import check_kafka_python_config, check_librdkafka_settings
 from sparkafka.errors import ConfigError
 from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS, OptionReader
 
@@ -101,6 +101,7 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
             "option takeOverTransactionalIdPrefix is only used with deliveryGuarantee=exactly_once"
         )
     partitioner = reader.choice("partitioner", PARTITIONERS, "default")
+    check_librdkafka_settings(kafka)  # the values, after our own checks of those we interpret
     return SinkOptions(
         kafka=kafka,
         topic=reader.get_str("topic"),

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from sparkafka.clientconf import check_librdkafka_settings
 from sparkafka.errors import ConfigError
 from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS, OptionReader
 from sparkafka.structs import INTERNAL_TOPIC_PREFIX, TopicPartition
@@ -210,6 +211,7 @@ def parse_source_options(options: Mapping[str, Any], batch: bool = False) -> Sou
             f"offsetCommitMode={commit_mode} needs option kafka.group.id (the consumer group to commit to); "
             "set it, or use offsetCommitMode=disabled"
         )
+    check_librdkafka_settings(kafka)  # the values, after our own checks of those we interpret
 
     return SourceOptions(
         kafka=kafka,

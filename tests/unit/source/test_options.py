@@ -52,7 +52,7 @@ def test_auto_commit_is_forced_off_with_a_warning(caplog: pytest.LogCaptureFixtu
 def test_unknown_option_lists_valid_ones() -> None:
     with pytest.raises(
         ConfigError,
-        match=r"unknown option\(s\).*: startingOfset \(did you mean startingOffsets\?\)\. Valid options:",
+        match=r"unknown option\(s\).*: startingOfset \(did you mean startingOffsets\?\)$",  # no list dumped
     ):
         parse(startingOfset="earliest")  # shown as spelled (a pipeline file keeps the user's case)
     with pytest.raises(ConfigError, match=r"unknown option\(s\) for the sparkafka source: zzz\. Valid"):
