@@ -9,25 +9,33 @@ and the log's ends. ``show`` puts them side by side. ``reset`` moves the group, 
 members, offsets outside the log clamped to its ends. A running query keeps reading from its checkpoint;
 to restart from the group's new position, start the query with a new checkpoint and
 ``startingOffsets=group``.
+
+``--to timestamp:MS`` trusts the broker's ListOffsets(timestamp) answers only where they are known right
+(``check_timestamp_lookups``): tansu answers 0 for every timestamp, so a reset planned on it proposed the
+log start for every partition, with no warning (measured). Such a broker is refused, saying why.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from sparkafka.clients import AdminMetadata
+from sparkafka.broker_gaps import looks_like_kafka_cluster_id
+from sparkafka.clients import AdminMetadata, admin_client, with_retries
 from sparkafka.errors import ConfigError
+from sparkafka.probes import Capability, probe_offsets_for_times
 from sparkafka.source.planning import offsets_from_json
 from sparkafka.structs import TopicPartition
 
 __all__ = [
     "CheckpointPosition",
     "PartitionPositions",
+    "ResetPlan",
     "ResetTarget",
+    "check_timestamp_lookups",
     "parse_target",
     "plan_reset",
     "read_checkpoint",
@@ -192,8 +200,61 @@ def show_positions(
     return position, rows
 
 
+def check_timestamp_lookups(
+    conf: Mapping[str, str],
+    cluster_id: str | None,
+    target: str = "timestamp:MS",
+    probe: Callable[[Mapping[str, str]], Capability] = probe_offsets_for_times,
+) -> str:
+    """Whether ``--to timestamp:`` can trust the broker's timestamp lookups: "" when it can, else a warning.
+
+    Apache Kafka (a cluster id of the form it generates, as ``broker_gaps`` trusts it) is trusted without a
+    probe. Any other broker gets ``probe``: ``sparkafka doctor``'s offsets_for_times check, which writes
+    three records with known timestamps to a topic of its own (deleted again) and asks for one of them.
+
+    Args:
+        conf: librdkafka settings of the cluster.
+        cluster_id: the cluster id its metadata gives (None when it gives none).
+        target: the ``--to`` argument, for the message.
+        probe: the capability probe (a fake in unit tests).
+
+    Returns:
+        A warning for the plan when the probe could not run (say, no right to create its topic): the
+        lookups are then unchecked.
+
+    Raises:
+        ConfigError: the probe ran and the broker answered wrong (tansu answers 0 for every timestamp).
+    """
+    if looks_like_kafka_cluster_id(cluster_id):
+        return ""
+    try:
+        found = probe(conf)
+    except Exception as e:  # noqa: BLE001 - the probe could not run: the answers are unchecked, say so
+        return (
+            f"could not check that the broker answers timestamp lookups correctly ({type(e).__name__}: {e}); "
+            "check the new offsets before --execute"
+        )
+    if found.ok:
+        return ""
+    raise ConfigError(
+        f"--to {target}: the broker at {conf.get('bootstrap.servers')} answers timestamp lookups wrong "
+        f"(`sparkafka doctor`'s offsets_for_times check: {found.detail}), so the offsets it proposes "
+        "would be wrong; reset --to json:{...} with offsets you know, or --to checkpoint:DIR, instead"
+    )
+
+
+def _cluster_id(conf: Mapping[str, str], timeout_s: float) -> str | None:
+    admin = admin_client(conf)
+    metadata = with_retries(
+        "looking up the cluster id", conf, lambda left: admin.list_topics(timeout=left), timeout_s
+    )
+    return metadata.cluster_id  # type: ignore[no-any-return]
+
+
 @dataclass(frozen=True)
 class ResetPlan:
+    """What ``reset_group`` planned (and with ``execute`` applied): one row per partition."""
+
     group: str
     target: ResetTarget
     rows: list[tuple[TopicPartition, int | None, int]]
@@ -201,6 +262,8 @@ class ResetPlan:
     active_state: str | None
     """The group's state when it has members (then ``execute`` is refused), else None."""
     executed: bool
+    warning: str = ""
+    """Something to check before trusting the new offsets (``check_timestamp_lookups``); "" for none."""
 
 
 def reset_group(
@@ -218,10 +281,14 @@ def reset_group(
     group has committed offsets for.
 
     Raises:
-        ConfigError: nothing to reset, a topic that does not exist, or ``execute`` while the group has
-            members (they would overwrite the new offsets with their own commits).
+        ConfigError: nothing to reset, a topic that does not exist, ``execute`` while the group has
+            members (they would overwrite the new offsets with their own commits), or a timestamp target
+            on a broker whose timestamp lookups are wrong (``check_timestamp_lookups``).
     """
     meta = _plain(conf, timeout_s)
+    warning = ""
+    if target.timestamp_ms is not None:  # before anything is looked up: a wrong answer must not be shown
+        warning = check_timestamp_lookups(conf, _cluster_id(conf, timeout_s), target.source)
     topics = list(topics)
     if target.offsets:
         existing = meta.topics()
@@ -252,7 +319,7 @@ def reset_group(
     if execute:
         meta.alter_committed(group, new)
     rows = [(tp, committed.get(tp), new[tp]) for tp in tps]
-    return ResetPlan(group, target, rows, state if active else None, execute)
+    return ResetPlan(group, target, rows, state if active else None, execute, warning)
 
 
 def render_show(position: CheckpointPosition, rows: list[PartitionPositions], group: str | None) -> str:
@@ -272,7 +339,8 @@ def render_show(position: CheckpointPosition, rows: list[PartitionPositions], gr
 
 def render_reset(plan: ResetPlan) -> str:
     """A reset plan as a text table, with a line saying whether it was applied or only a dry run."""
-    lines = [f"{'topic':<30} {'partition':>9} {'current':>11} {'new':>11}"]
+    lines = [f"warning: {plan.warning}"] if plan.warning else []
+    lines.append(f"{'topic':<30} {'partition':>9} {'current':>11} {'new':>11}")
     for tp, now, new in plan.rows:
         lines.append(f"{tp.topic:<30} {tp.partition:>9} {'-' if now is None else now:>11} {new:>11}")
     if plan.executed:

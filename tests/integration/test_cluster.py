@@ -159,6 +159,8 @@ def test_exactly_once_on_a_standalone_cluster_surviving_a_lost_worker(
         "--conf",
         "spark.ui.enabled=false",
         "--conf",
+        "spark.log.level=INFO",  # the executor loss below is read from Spark's INFO log
+        "--conf",
         "spark.executorEnv.SPARKAFKA_TEST_FAULT=task_mid_write:pause",
         "--conf",
         f"spark.executorEnv.SPARKAFKA_TEST_FAULT_MARKER={marker}",

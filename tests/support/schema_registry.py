@@ -13,15 +13,24 @@ resolution rules; Protobuf and JSON Schema registrations are always compatible h
 checks them too). Protobuf schemas are stored as registered: confluent-kafka's Python client registers
 base64 FileDescriptorProtos and asks for ``format=serialized``, which therefore returns them unchanged.
 Optional HTTP basic auth (``users={"name": "password"}``).
+
+To try the registry formats by hand (README: "Schema Registry formats"), run it from the repo root; it
+serves until Ctrl-C or SIGTERM, on 127.0.0.1 only, keeping schemas in memory:
+
+    .venv/bin/python -m tests.support.schema_registry --port 8081
 """
 
 from __future__ import annotations
 
+import argparse
 import base64
 import contextlib
 import json
 import re
+import signal
+import sys
 import threading
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -323,10 +332,11 @@ class TestSchemaRegistry:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, users: dict[str, str] | None = None) -> None:
+    def __init__(self, users: dict[str, str] | None = None, port: int = 0) -> None:
+        """A registry on 127.0.0.1:``port`` (0: a free port), started by ``with``."""
         self._store = _Store()
         handler = type("Handler", (_Handler,), {"store": self._store, "users": users})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="test-schema-registry", daemon=True
@@ -351,3 +361,33 @@ class TestSchemaRegistry:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(10)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tests.support.schema_registry [--port 8081]``: serve until Ctrl-C or SIGTERM."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.support.schema_registry",
+        description="sparkafka's test stand-in for a Schema Registry (the REST subset its client uses), on "
+        "127.0.0.1, schemas in memory: for trying the registry formats, not for production.",
+    )
+    parser.add_argument(
+        "--port", type=int, default=8081, help="port on 127.0.0.1 (default 8081; 0: a free one)"
+    )
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # set explicitly: a background job inherits SIGINT ignored
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        registry = TestSchemaRegistry(port=args.port)
+    except OSError as e:
+        print(f"schema registry: cannot listen on 127.0.0.1:{args.port}: {e.strerror}", file=sys.stderr)
+        return 1
+    with registry:
+        print(f"schema registry (sparkafka's test stand-in) on {registry.url}; Ctrl-C to stop", flush=True)
+        stop.wait()
+    print("schema registry stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

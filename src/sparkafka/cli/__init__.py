@@ -140,8 +140,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _cmd_txn(args: argparse.Namespace) -> int:
-    from sparkafka.errors import SparkafkaError
-    from sparkafka.sink.txn_tool import STATE_NAMES, prefix_status, resolve
+    from sparkafka.errors import ConfigError, SparkafkaError
+    from sparkafka.sink.txn_tool import STATE_NAMES, prefix_status, resolve, resolve_plan
 
     conf = {"bootstrap.servers": args.bootstrap_servers}
     try:
@@ -171,12 +171,11 @@ def _cmd_txn(args: argparse.Namespace) -> int:
                         f"  started {_utc(t.start_ms) if t.start_ms > 0 else '-'}  timeout {t.timeout_ms} ms"
                     )
             return 0
-        if not args.yes:
-            print(
-                f"would {args.action} the unfinished batch of query {args.query} under prefix {args.prefix}; "
-                "add --yes to do it (see README: exactly-once, resolving by hand)",
-                file=sys.stderr,
-            )
+        if not args.yes:  # the dry run: the decision the real run makes, from the same read of the log
+            plan = resolve_plan(conf, args.prefix, args.query, args.action)
+            if plan.refusal is not None:
+                raise ConfigError(plan.refusal)
+            print(f"would {plan.effect}; add --yes to do it", file=sys.stderr)
             return 2
         record = resolve(conf, args.prefix, args.query, args.action)
         print(f"query {record.query_id} batch {record.batch_id}: {STATE_NAMES[record.state]}")
@@ -202,6 +201,41 @@ def _cmd_offsets(args: argparse.Namespace) -> int:
         print(render_reset(plan))
     except SparkafkaError as e:
         print(f"sparkafka offsets: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_topics(args: argparse.Namespace) -> int:
+    from sparkafka.cli.topics import (
+        create_topic,
+        describe_topic,
+        list_topics,
+        parse_configs,
+        render_created,
+        render_describe,
+        render_list,
+    )
+    from sparkafka.errors import SparkafkaError
+
+    conf = {"bootstrap.servers": args.bootstrap_servers}
+    try:
+        if args.topics_command == "list":
+            print(render_list(list_topics(conf, args.timeout), show_internal=args.all))
+        elif args.topics_command == "create":
+            configs = parse_configs(args.config or ())
+            created = create_topic(
+                conf,
+                args.name,
+                partitions=args.partitions,
+                replication=args.replication,
+                configs=configs,
+                timeout_s=args.timeout,
+            )
+            print(render_created(created, configs))
+        else:
+            print(render_describe(describe_topic(conf, args.name, args.timeout)))
+    except SparkafkaError as e:
+        print(f"sparkafka topics: {e}", file=sys.stderr)
         return 1
     return 0
 
@@ -367,6 +401,45 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     )
     reset.add_argument("--execute", action="store_true", help="apply it (without: show what would be set)")
     offsets.set_defaults(func=_cmd_offsets)
+
+    topics = sub.add_parser(
+        "topics",
+        help="list, create and describe topics",
+        description="See the README's 'Topics: sparkafka topics' section.",
+    )
+    topics_sub = topics.add_subparsers(dest="topics_command", required=True)
+    topics_list = topics_sub.add_parser("list", help="topics with their partitions and replication factor")
+    topics_create = topics_sub.add_parser("create", help="create a topic")
+    topics_describe = topics_sub.add_parser(
+        "describe", help="per partition: leader, replicas, in-sync replicas, offsets; the topic's configs"
+    )
+    for p in (topics_list, topics_create, topics_describe):
+        p.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+        p.add_argument(
+            "--timeout", type=float, default=30.0, metavar="SECONDS", help="give up after (default 30)"
+        )
+    topics_list.add_argument(
+        "--all", action="store_true", help="internal topics too (__consumer_offsets, _sparkafka-intents-*)"
+    )
+    for p in (topics_create, topics_describe):
+        p.add_argument("name", help="the topic")
+    topics_create.add_argument(
+        "--partitions", type=int, default=1, metavar="N", help="partitions (default 1)"
+    )
+    topics_create.add_argument(
+        "--replication",
+        type=int,
+        metavar="R",
+        help="replicas of each partition, at most the number of brokers (default: the broker's "
+        "default.replication.factor)",
+    )
+    topics_create.add_argument(
+        "--config",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a topic config, e.g. cleanup.policy=compact or retention.ms=86400000 (repeatable)",
+    )
+    topics.set_defaults(func=_cmd_topics)
 
     doctor = sub.add_parser("doctor", help="probe a broker for what sparkafka relies on")
     doctor.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")

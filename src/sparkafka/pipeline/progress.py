@@ -108,7 +108,7 @@ class BatchLine:
     duration_ms: int
     behind: int | None
     commits_succeeded_total: int | None
-    """Group offset commits that succeeded, over the group's runs (the source's metrics file)."""
+    """Group offset commits that succeeded since the runner started (``runner.GroupCommitsSinceStart``)."""
     commits_failed_total: int | None
     transactions_total: int | None
     """Transactions committed by the exactly-once sink since the runner started."""
@@ -243,7 +243,7 @@ def plain_line(line: BatchLine) -> str:
         f"batch {line.batch}: in {s(line.input_rows)} rows ({s(line.input_per_s)}/s), processed "
         f"{s(line.processed_per_s)}/s, out {s(line.records_out)} records ({s(line.out_per_s)}/s), "
         f"{s(line.duration_ms)} ms, behind latest {s(line.behind)}, malformed {s(line.malformed)}; "
-        f"since start: txns {s(line.transactions_total)}, records out {s(line.records_out_total)}; "
+        f"since start: txns {s(line.transactions_total)}, records out {s(line.records_out_total)}, "
         f"group commits ok/failed {s(line.commits_succeeded_total)}/{s(line.commits_failed_total)}"
     )
 

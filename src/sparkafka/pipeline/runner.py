@@ -11,9 +11,9 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from sparkafka.errors import ConfigError, RegistryError
 from sparkafka.pipeline.config import PipelineConfig
@@ -32,7 +32,13 @@ from sparkafka.pipeline.progress import (
 if TYPE_CHECKING:
     from sparkafka.prometheus import Exporter
 
-__all__ = ["run_pipeline"]
+__all__ = [
+    "SUBMITTED_LOG_LEVEL",
+    "GroupCommits",
+    "GroupCommitsSinceStart",
+    "quiet_submitted_spark",
+    "run_pipeline",
+]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +57,61 @@ def _sink_delta(cfg: PipelineConfig, query_id: str, start: Mapping[str, int] | N
     return {k: now[k] - start.get(k, 0) for k in now}
 
 
+class GroupCommits(NamedTuple):
+    """Group offset commits counted since the runner started (what ``batch_line`` reads of the source)."""
+
+    commits_succeeded: int
+    commits_failed: int
+
+
+class GroupCommitsSinceStart:
+    """The source's group-commit counters since this run started, read from its metrics file.
+
+    The source's committer counts from 0 in each process and rewrites the file (``source.commits``), which
+    outlives the process: after a restart it still holds the last run's counts until the new run's first
+    commit. Shown as they were, "group commits ok/failed" read 7/0 on the first batch after a restart, then
+    2/0 (the issue). Here the file as found at start is the baseline, and each writing process (the file's
+    ``pid``) is counted from its own baseline: 0 for a process that started after the runner, the start
+    value for the one that wrote before it (the same process only in tests). So the counts are since start,
+    as the sink's transactions and records on the same line are.
+
+    Args:
+        read: the group's metrics as the file holds them now (``sparkafka.source_metrics``), None before
+            any source wrote it.
+    """
+
+    def __init__(self, read: Callable[[], Any]) -> None:
+        """Read the file once now: what it holds is the last run's, not this one's."""
+        self._read = read
+        start = read()
+        self._baseline: dict[int, GroupCommits] = {}
+        self._latest: dict[int, GroupCommits] = {}
+        if start is not None:
+            self._baseline[start.pid] = self._latest[start.pid] = self._counts(start)
+        self._seen = start is not None
+
+    @staticmethod
+    def _counts(metrics: Any) -> GroupCommits:
+        return GroupCommits(int(metrics.commits_succeeded), int(metrics.commits_failed))
+
+    def now(self) -> GroupCommits | None:
+        """Commits since start; None while no source of the group has ever written its file."""
+        metrics = self._read()
+        if metrics is not None:
+            self._seen = True
+            counts = self._counts(metrics)
+            base = self._baseline.get(metrics.pid)
+            if base is not None and (counts.commits_succeeded < base[0] or counts.commits_failed < base[1]):
+                self._baseline[metrics.pid] = GroupCommits(0, 0)  # counts fell: a new process, same pid
+            self._latest[metrics.pid] = counts
+        if not self._seen:
+            return None
+        zero = GroupCommits(0, 0)
+        ok = sum(c[0] - self._baseline.get(pid, zero)[0] for pid, c in self._latest.items())
+        failed = sum(c[1] - self._baseline.get(pid, zero)[1] for pid, c in self._latest.items())
+        return GroupCommits(ok, failed)
+
+
 def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, poll_s: float = 0.5) -> int:
     """Run until the query ends (availableNow) or Ctrl-C / SIGTERM (stops between batches).
 
@@ -58,7 +119,7 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
     status table refreshes in place; otherwise one plain line per batch. The last line of a failure is
     sparkafka's own one-sentence error.
     """
-    from sparkafka.pipeline.session import pipeline_spark, stop_spark
+    from sparkafka.pipeline.session import pipeline_spark, stop_spark, submitted
 
     screen = _Screen(out, cfg.name, log_json)
     stop = threading.Event()
@@ -71,6 +132,8 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
         print(f"sparkafka run: {cfg.path}: metrics.port: {e}", file=out, flush=True)
         screen.close()
         return 2
+    if submitted():
+        quiet_submitted_spark()
     spark = pipeline_spark(cfg)
     # After Spark starts: SparkContext installs a SIGINT handler (cancel all jobs) that this replaces, so
     # Ctrl-C only asks for a stop between batches. The JVM ignores SIGINT (PySpark starts it so).
@@ -79,13 +142,14 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
     query = None
     failure: str | None = None
     code = 0
+    commits = _group_commits(cfg)  # before the query starts: the file then holds only earlier runs' counts
     try:
         query = build_query(spark, cfg)
         if exporter is not None:
             exporter.begin(query.id)
         screen.say(f"pipeline {cfg.name} started; checkpoint {cfg.checkpoint}; Ctrl-C stops after the batch")
         with screen.live():
-            _watch(query, cfg, screen, exporter, stop=stop, poll_s=poll_s)
+            _watch(query, cfg, screen, exporter, stop=stop, poll_s=poll_s, commits=commits)
         if query.exception() is not None:
             failure, code = f"query failed: {first_line(str(query.exception()))}", 1
     except (ConfigError, RegistryError) as e:  # the plan is wrong (SQL, schema, columns, registry)
@@ -101,6 +165,32 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
     return code
 
 
+SUBMITTED_LOG_LEVEL = "WARN"
+"""Spark's log level for a pipeline run under spark-submit, unless ``spark.log.level`` says otherwise."""
+
+
+def quiet_submitted_spark(level: str = SUBMITTED_LOG_LEVEL) -> None:
+    """Under spark-submit, have the SparkContext about to start log at ``level``, not INFO.
+
+    ``sparkafka run`` on its own starts a local Spark that logs errors only (``session.local_session``).
+    spark-submit starts the JVM first, with Spark's default log4j profile: INFO to the console, so a
+    one-batch pipeline printed 190 lines around its 3 status lines, each batch's full progress JSON among
+    them (measured, Spark 4.3, ``--master local[1]``). Here ``spark.log.level`` is set as a JVM system
+    property before the context exists (spark-submit hands its ``--conf`` settings over the same way, and
+    SparkContext applies this one first thing), unless the user set it: ``--conf spark.log.level=INFO``
+    or ``"spark.log.level"`` in the file's ``[spark.config]`` restores Spark's own logging. The few lines
+    spark-submit prints before Python starts are not Python's to change.
+    """
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()  # under spark-submit: the gateway to the JVM that is already running
+    jvm = SparkContext._jvm
+    assert jvm is not None
+    system = jvm.java.lang.System
+    if system.getProperty("spark.log.level") is None:
+        system.setProperty("spark.log.level", level)
+
+
 def _start_metrics(cfg: PipelineConfig, screen: _Screen) -> tuple[Exporter | None, Any]:
     """The Prometheus exporter and its HTTP server, or (None, None) without ``[metrics] port``."""
     if cfg.metrics_port is None:
@@ -114,15 +204,34 @@ def _start_metrics(cfg: PipelineConfig, screen: _Screen) -> tuple[Exporter | Non
     return exporter, server
 
 
+def _group_commits(cfg: PipelineConfig) -> GroupCommitsSinceStart | None:
+    """The source's group-commit counters since now; None when the source commits to no group."""
+    import sparkafka
+
+    group = cfg.source.group_id
+    return GroupCommitsSinceStart(lambda: sparkafka.source_metrics(group)) if group else None
+
+
 def _watch(
-    query: Any, cfg: PipelineConfig, screen: _Screen, exporter: Exporter | None, *, stop: Any, poll_s: float
+    query: Any,
+    cfg: PipelineConfig,
+    screen: _Screen,
+    exporter: Exporter | None,
+    *,
+    stop: Any,
+    poll_s: float,
+    commits: GroupCommitsSinceStart | None = None,
 ) -> None:
-    """Poll the query's progress until it ends or ``stop`` is set (then stop it between batches)."""
+    """Poll the query's progress until it ends or ``stop`` is set (then stop it between batches).
+
+    ``commits``: the group's commit counters, started before the query (default: started now).
+    """
     import sparkafka
 
     prefix = cfg.sink.transactional_id_prefix
     sink_start = sparkafka.sink_metrics(prefix, query.id) if prefix else None
-    group = cfg.source.group_id
+    if commits is None:
+        commits = _group_commits(cfg)
     fresh = Fresh([], [], -1, "")
     while query.isActive and not stop.is_set():
         try:
@@ -136,7 +245,7 @@ def _watch(
             screen.batch(
                 batch_line(
                     progress,
-                    sparkafka.source_metrics(group) if group else None,
+                    commits.now() if commits is not None else None,
                     _sink_delta(cfg, query.id, sink_start),
                     screen.last,
                 )
