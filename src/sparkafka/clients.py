@@ -18,10 +18,8 @@ sink's intent log lookup at once with that ``_NOENT``).
 Clients are cached per process and per settings (``cached``): Spark reuses Python workers across tasks
 and micro-batches, and a confluent-kafka client must stay referenced until its futures resolve.
 
-**librdkafka's own log lines** go to the Python logger ``sparkafka.librdkafka`` (``LIBRDKAFKA_LOG``), never
-straight to stderr: every client is made here with it as confluent-kafka's ``logger``, and a rate limit
-(``RateLimit``) lets at most three lines of a kind through per minute, counting the rest. Measured before:
-a wrong bootstrap address printed 581 "Connection refused" lines in 30 s (about 20 a second).
+**librdkafka's own log lines** go to the Python logger ``sparkafka.librdkafka`` (``librdkafka_log``), never
+straight to stderr: every client is made here with it as confluent-kafka's ``logger``.
 """
 
 from __future__ import annotations
@@ -29,7 +27,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -37,15 +34,13 @@ from typing import Any, TypeVar
 
 from sparkafka.clientconf import against_servers
 from sparkafka.errors import BrokerError, PartitionsGoneError
+from sparkafka.librdkafka_log import logged
 from sparkafka.structs import TopicPartition, committed_offsets
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "LEADER_ELECTION_S",
-    "LIBRDKAFKA_LOG",
-    "RATE_LIMIT",
     "AdminMetadata",
-    "RateLimit",
     "admin_client",
     "admin_settings",
     "broker_error",
@@ -273,91 +268,9 @@ _ADMIN_DROP = {
 }
 
 
-_PARENTHESISED = re.compile(r"\((?:[^()]|\([^()]*\))*\)")
-"""A parenthesised detail, one level of nesting included: "(after 0ms in state CONNECT, 1 identical error(s)
-suppressed)"."""
-
-
-class RateLimit(logging.Filter):
-    """Let at most ``burst`` records of a kind through in each ``window_s``; count and report the rest.
-
-    A kind is a message with its numbers and parenthesised details taken out, so librdkafka's "Connect to
-    ipv4#127.0.0.1:9 failed: Connection refused (after 0ms in state CONNECT)" from any client, with any
-    timing, is one kind. The last record let through says that repeats are held back; the first one of
-    the next window says how many were. DEBUG records always pass (they are only seen when asked for,
-    and the exactly-once sink reads librdkafka's debug lines; ``sink.identity``).
-
-    Example, with ``burst=3``: 20 identical errors a second for 5 s show as 3 lines, the third ending in
-    "(more like this are held back for 60 s)"; 60 s after the first, the next such line ends in
-    "(97 more like this in the last 60 s were not shown)".
-
-    Args:
-        burst: records of one kind let through per window.
-        window_s: the window, from the first record of a kind.
-        clock: injectable for tests.
-    """
-
-    def __init__(
-        self, burst: int = 3, window_s: float = 60.0, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        super().__init__()
-        self.burst = burst
-        self.window_s = window_s
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._seen: dict[tuple[int, str], list[float]] = {}  # kind -> [window start, shown, held back]
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """Whether ``record`` is let through; the one that opens or closes a burst gets a note."""
-        if record.levelno <= logging.DEBUG:
-            return True
-        message = record.getMessage()
-        kind = (record.levelno, re.sub(r"\d+", "#", _PARENTHESISED.sub("", message)))
-        now = self._clock()
-        notes = []
-        with self._lock:
-            entry = self._seen.get(kind)
-            if entry is None or now - entry[0] >= self.window_s:
-                if entry is not None and entry[2]:
-                    notes.append(
-                        f"({entry[2]:.0f} more like this in the last {self.window_s:.0f} s were not shown)"
-                    )
-                if len(self._seen) >= 1000:  # old kinds go; a kind seen again starts afresh
-                    self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self.window_s}
-                entry = self._seen[kind] = [now, 0, 0]
-            if entry[1] >= self.burst:
-                entry[2] += 1
-                return False
-            entry[1] += 1
-            if entry[1] == self.burst:
-                notes.append(f"(more like this are held back for {self.window_s:.0f} s)")
-        if notes:
-            record.msg, record.args = " ".join([message, *notes]), None
-        return True
-
-
-LIBRDKAFKA_LOG = logging.getLogger("sparkafka.librdkafka")
-"""The logger of every librdkafka client sparkafka makes (confluent-kafka's ``logger`` setting)."""
-RATE_LIMIT = RateLimit()
-"""The filter on ``LIBRDKAFKA_LOG`` (and on a caller's own librdkafka logger): one count per process."""
-LIBRDKAFKA_LOG.addFilter(RATE_LIMIT)
-
 _LOG_SERVE_INTERVAL_S = 1.0
 _log_server: threading.Thread | None = None
 _log_server_lock = threading.Lock()
-
-
-def _logged(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """``settings`` with confluent-kafka's ``logger``: ``LIBRDKAFKA_LOG``, unless the caller brought one.
-
-    A caller's own logger (``sink.identity`` reads debug lines with one) keeps its handlers and level and
-    gets the same rate limit. Added here, at construction, never to parsed options: those are pickled.
-    """
-    out = dict(settings)
-    given = out.setdefault("logger", LIBRDKAFKA_LOG)
-    if isinstance(given, logging.Logger) and given is not LIBRDKAFKA_LOG and RATE_LIMIT not in given.filters:
-        given.addFilter(RATE_LIMIT)
-    return out
 
 
 def _serve_admin_logs() -> None:
@@ -389,7 +302,7 @@ def new_consumer(settings: Mapping[str, Any]) -> Any:
     """A confluent-kafka Consumer: every consumer sparkafka makes is made here (logs: ``LIBRDKAFKA_LOG``)."""
     from confluent_kafka import Consumer
 
-    return Consumer(_logged(settings))
+    return Consumer(logged(settings))
 
 
 def next_messages(consumer: Any, max_messages: int, timeout_s: float) -> list[Any]:
@@ -434,7 +347,7 @@ def new_producer(settings: Mapping[str, Any]) -> Any:
     """A confluent-kafka Producer: every producer sparkafka makes is made here (logs: ``LIBRDKAFKA_LOG``)."""
     from confluent_kafka import Producer
 
-    return Producer(_logged(settings))
+    return Producer(logged(settings))
 
 
 def new_kafka_python_client(conf: Mapping[str, str]) -> Any:
@@ -470,7 +383,7 @@ def admin_client(conf: Mapping[str, str]) -> Any:
     settings = admin_settings(conf)
 
     def make() -> Any:
-        client = AdminClient(_logged(settings))
+        client = AdminClient(logged(settings))
         _start_serving_admin_logs()
         return client
 

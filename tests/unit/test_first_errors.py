@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from sparkafka import clients
+from sparkafka import clients, librdkafka_log
 from sparkafka.clientconf import check_librdkafka_settings, close_librdkafka_property
 from sparkafka.datasource import HIDE_TRACEBACK_ENV, first_contact, sentence_errors
 from sparkafka.errors import BrokerError, ConfigError
@@ -149,7 +149,7 @@ REFUSED = (
 
 def test_rate_limit_lets_three_of_a_kind_through_a_minute_and_counts_the_rest() -> None:
     clock = _Clock()
-    limit = clients.RateLimit(burst=3, window_s=60.0, clock=clock)
+    limit = librdkafka_log.RateLimit(burst=3, window_s=60.0, clock=clock)
     shown = []
     for i in range(100):  # 20 a second for 5 s, timings varying as librdkafka's do
         details = f"{i % 3}ms in state X" if i % 2 else f"0ms in state X, {i} identical error(s) suppressed"
@@ -168,7 +168,7 @@ def test_rate_limit_lets_three_of_a_kind_through_a_minute_and_counts_the_rest() 
 
 def test_a_window_that_opens_and_closes_a_burst_says_both() -> None:
     clock = _Clock()
-    limit = clients.RateLimit(burst=1, window_s=10.0, clock=clock)
+    limit = librdkafka_log.RateLimit(burst=1, window_s=10.0, clock=clock)
     assert [limit.filter(_record("down")) for _ in range(3)] == [True, False, False]
     clock.now = 10.0
     record = _record("down")
@@ -180,7 +180,7 @@ def test_a_window_that_opens_and_closes_a_burst_says_both() -> None:
 
 
 def test_rate_limit_never_holds_back_debug_lines() -> None:
-    limit = clients.RateLimit(burst=1, clock=_Clock())
+    limit = librdkafka_log.RateLimit(burst=1, clock=_Clock())
     assert all(limit.filter(_record("Acquired PID", logging.DEBUG)) for _ in range(10))
 
 
@@ -216,9 +216,9 @@ def test_every_client_logs_through_the_rate_limited_logger(recorders: list[dict[
     clients.new_consumer({**settings, "group.id": "g"})
     clients.new_producer(settings)
     admin = clients.admin_client(settings)
-    assert [conf["logger"] for conf in recorders] == [clients.LIBRDKAFKA_LOG] * 3
+    assert [conf["logger"] for conf in recorders] == [librdkafka_log.LIBRDKAFKA_LOG] * 3
     assert "logger" not in settings  # added at construction: parsed options stay picklable
-    assert clients.RATE_LIMIT in clients.LIBRDKAFKA_LOG.filters
+    assert librdkafka_log.RATE_LIMIT in librdkafka_log.LIBRDKAFKA_LOG.filters
     deadline = time.monotonic() + 10
     while admin.polls == 0 and time.monotonic() < deadline:  # its log lines are served for it
         time.sleep(0.01)
@@ -229,7 +229,7 @@ def test_a_callers_own_logger_is_kept_and_rate_limited(recorders: list[dict[str,
     own = logging.Logger(f"capture-{uuid.uuid4().hex}")  # as sink.identity reads debug lines
     clients.new_producer({"bootstrap.servers": "b:1", "logger": own})
     assert recorders[0]["logger"] is own
-    assert own.filters == [clients.RATE_LIMIT]
+    assert own.filters == [librdkafka_log.RATE_LIMIT]
     assert own.parent is None  # its place, level and handlers are its own
     assert own.level == logging.NOTSET
 
