@@ -16,10 +16,9 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 
 from sparkafka.errors import BrokerError
-from sparkafka.local.procs import kill_group, start_group, stop_group, tail_file
+from sparkafka.local.procs import Service, kill_group, start_group, stop_group, tail_file
 
 __all__ = ["EmbeddedBroker", "find_tansu_binary", "free_port"]
 
@@ -78,7 +77,7 @@ KNOWN_GAPS = (
 """What the embedded broker (tansu 0.6) does unlike Apache Kafka (measured); ``sparkafka doctor`` checks."""
 
 
-class EmbeddedBroker:
+class EmbeddedBroker(Service):
     """A tansu broker on 127.0.0.1 with in-memory storage (or ``storage`` such as ``s3://...``).
 
     Use as a context manager, or call ``start()`` and ``stop()``::
@@ -215,15 +214,4 @@ class EmbeddedBroker:
         """SIGKILL the broker at once (for failure tests); storage other than memory keeps its data."""
         if self._proc is not None:
             kill_group(self._proc)
-        self.stop()
-
-    def __enter__(self) -> EmbeddedBroker:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
         self.stop()

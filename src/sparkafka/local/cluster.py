@@ -16,11 +16,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from sparkafka.errors import SparkafkaError
 from sparkafka.local.broker import free_port
-from sparkafka.local.procs import kill_group, start_group, stop_group, tail_file
+from sparkafka.local.procs import Service, kill_group, start_group, stop_group, tail_file
 
 __all__ = ["ClusterError", "StandaloneCluster", "spark_home"]
 
@@ -51,7 +50,7 @@ class _Daemon:
     log_path: Path
 
 
-class StandaloneCluster:
+class StandaloneCluster(Service):
     """A master and ``workers`` workers (``cores`` cores and ``memory`` each) on 127.0.0.1.
 
     Use as a context manager::
@@ -185,14 +184,3 @@ class StandaloneCluster:
             stop_group(self._master.proc, timeout_s=15.0)
             self._master = None
         atexit.unregister(self.stop)
-
-    def __enter__(self) -> StandaloneCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

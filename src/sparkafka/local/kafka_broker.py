@@ -28,12 +28,11 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from sparkafka.errors import BrokerError
 from sparkafka.local.broker import free_port
 from sparkafka.local.kafka_dist import KAFKA_VERSION, install
-from sparkafka.local.procs import kill_group, start_group, stop_group, tail_file
+from sparkafka.local.procs import Service, kill_group, start_group, stop_group, tail_file
 
 __all__ = ["ApacheKafka"]
 
@@ -65,7 +64,7 @@ class _Node:
         return self.data.parent / f"node-{self.node_id}.log"
 
 
-class ApacheKafka:
+class ApacheKafka(Service):
     """Apache Kafka on 127.0.0.1: ``brokers`` KRaft nodes (each broker and controller), free ports.
 
     Use as a context manager, or call ``start()`` and ``stop()``::
@@ -311,14 +310,3 @@ class ApacheKafka:
         atexit.unregister(self.stop)
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def __enter__(self) -> ApacheKafka:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -18,10 +18,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Self
 
 __all__ = [
     "GroupProcess",
+    "Service",
     "die_with_parent",
     "kill_group",
     "poll_until",
@@ -141,6 +142,28 @@ def poll_until(condition: Callable[[], bool], timeout_s: float, interval_s: floa
             return False
         time.sleep(interval_s)
     return True
+
+
+class Service:
+    """A local service (a broker, a cluster) used as a context manager: ``start()`` on entry, ``stop()`` on
+    exit. Subclasses define both; ``start`` returns the started service."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
 
 
 class GroupProcess:
