@@ -23,7 +23,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from sparkafka.errors import BrokerError, SparkafkaError
+from sparkafka.errors import BrokerError, ConfigError, SparkafkaError
 from sparkafka.source.options import parse_source_options
 
 __all__ = [
@@ -101,7 +101,15 @@ def first_contact(
     explicit = any(str(k).lower() == "metadatatimeoutms" for k in options)
     timeout_s = metadata_timeout_ms / 1000 if explicit else min(FIRST_CONTACT_S, metadata_timeout_ms / 1000)
     try:
-        AdminMetadata({**kafka, "log_level": "0"}, timeout_s, admin=admin).topics()
+        metadata = AdminMetadata({**kafka, "log_level": "0"}, timeout_s, admin=admin)
+    except Exception as e:  # noqa: BLE001 - confluent-kafka's KafkaException: librdkafka refused a setting
+        error: Any = e.args[0] if e.args else e
+        said = error.str() if callable(getattr(error, "str", None)) else str(error)
+        raise ConfigError(  # e.g. a kafka.ssl.ca.location that is not there: at load(), not at a task
+            f"the Kafka client could not be made with these kafka.* settings: {said}"
+        ) from None
+    try:
+        metadata.topics()
     except BrokerError as e:
         reason = str(e.__cause__ or e)
         inner: Any = e.__cause__.args[0] if e.__cause__ is not None and e.__cause__.args else None

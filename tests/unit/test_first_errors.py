@@ -501,3 +501,24 @@ def test_no_conflict(tmp_path: Path, sink: str, ago_s: float) -> None:
 def test_a_prefix_without_an_intent_log_is_not_read(tmp_path: Path) -> None:
     cfg = load_pipeline(_pipeline(tmp_path, sink=EXACTLY_ONCE))
     check_prefix_owner(cfg, {"in": 1, "out": 1})  # no _sparkafka-intents-orders: no client is made
+
+
+def test_a_setting_librdkafka_refuses_at_client_creation_is_one_sentence_at_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    from sparkafka.datasource import first_contact
+    from sparkafka.errors import ConfigError
+
+    said = "Failed to create admin client: ssl.ca.location failed: error:05880020:x509 certificate routines"
+
+    def refuse(_conf: object) -> None:  # what librdkafka answers for a CA file that is not there (measured)
+        raise KafkaException(KafkaError(KafkaError._INVALID_ARG, said))
+
+    monkeypatch.setattr(clients, "admin_client", refuse)
+    kafka = {"bootstrap.servers": "127.0.0.1:9", "security.protocol": "SSL", "ssl.ca.location": "/no/ca.pem"}
+    with pytest.raises(
+        ConfigError, match=r"could not be made with these kafka\.\* settings: .*ssl\.ca\.location"
+    ):
+        first_contact(kafka, {}, 30_000)
