@@ -35,7 +35,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 test: setup lint
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests --durations=12
 
 # The inner loop: lint, unit tests, and the integration tests without the chaos and cluster suites.
 check: setup lint
