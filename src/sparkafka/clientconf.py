@@ -136,7 +136,10 @@ def against_servers(conf: Mapping[str, Any]) -> str:
 def is_secret_key(key: str) -> bool:
     """True for settings whose values must never be shown: passwords, secrets, private keys, JAAS configs."""
     k = key.lower()
-    return any(word in k for word in ("password", "secret", "sasl.jaas.config", "ssl.key.pem", "token"))
+    return any(word in k for word in (
+        "password", "secret", "sasl.jaas.config", "key.pem", "token", "passphrase", "private.key",
+        "sasl.oauthbearer.config",
+    ))  # fmt: skip
 
 
 def mask_secrets(conf: Mapping[str, Any]) -> dict[str, Any]:

@@ -112,6 +112,8 @@ def check_prefix_owner(cfg: PipelineConfig, sink_topics: Mapping[str, int], *, i
         quiet = {**sink.kafka, "log_level": "0"}
         intents = IntentLog(quiet, prefix, sink.metadata_timeout_ms / 1000, create=False)
     query_id = query_id_from_checkpoint(cfg.checkpoint)
+    if query_id is None and not _new_local_checkpoint(cfg.checkpoint):
+        return  # remote or unreadable: the sink's own check decides at commit, as it does in writer.py
     settings = CommitSettings(prefix, sink.transaction_timeout_ms, take_over=False)
     committer = TwoPhaseCommitter(settings, intents, _ReadOnly(), _ReadOnly(), count=lambda *_, **__: None)
     try:
@@ -121,3 +123,15 @@ def check_prefix_owner(cfg: PipelineConfig, sink_topics: Mapping[str, int], *, i
         raise ConfigError(f"{cfg.path}: sink.options{new}: {e}") from None
     except BrokerError as e:
         raise ConfigError(f"{cfg.path}: sink.options transactionalIdPrefix = {prefix}: {e}") from None
+
+
+def _new_local_checkpoint(checkpoint: str) -> bool:
+    """Whether ``checkpoint`` is a local path with no ``metadata`` file yet (a query that never ran).
+
+    A remote checkpoint (``scheme://``) or an unreadable one is not known to be new: treating it as new
+    would refuse a crashed pipeline's own restart while its last record is younger than the timeout.
+    """
+    if "://" in checkpoint and not checkpoint.startswith("file://"):
+        return False
+    path = Path(checkpoint.removeprefix("file://"))
+    return not (path / "metadata").exists()

@@ -231,10 +231,16 @@ def write_task(
         # Closed here, not left to the traceback: a producer kept alive finishes its abort in the background
         # and may bump the epoch of the id after the task's next attempt took it, fencing that attempt
         # (measured in the broker-kill chaos test: ADDPARTS "old epoch", then _FENCED).
-        with contextlib.suppress(Exception):
+        # close() only after an abort that succeeded: librdkafka's close aborts and flushes with no time
+        # limit, so after a failed abort (coordinator unreachable) it could hang the task for good.
+        try:
             producer.abort_transaction(10)
-        with contextlib.suppress(Exception):
-            producer.close()
+        except Exception:  # noqa: BLE001 - the task's own error is what is raised; the broker times this out
+            with contextlib.suppress(Exception):
+                producer.purge()
+        else:
+            with contextlib.suppress(Exception):
+                producer.close()
         raise
     if result.records == 0:
         producer.abort_transaction(30)  # nothing to commit; leave no open transaction behind
