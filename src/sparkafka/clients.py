@@ -110,6 +110,8 @@ _TRANSIENT_CODES = {
     -193,  # _RESOLVE: a broker's name did not resolve (DNS hiccup, a broker being replaced)
 }
 UNKNOWN_TOPIC_OR_PARTITION = 3
+UNSTABLE_OFFSET_COMMIT = 88
+"""OffsetFetch while a transactional offset commit of the group is pending: ask again once it ends."""
 
 
 def _inner(error: BaseException | Any) -> Any:
@@ -179,8 +181,11 @@ def _raise_leaderless(partitions: Iterable[Any]) -> None:
     from confluent_kafka import KafkaException
 
     for p in partitions:
-        if p.error is not None and is_leaderless(p.error):
+        if p.error is None:
+            continue
+        if is_leaderless(p.error) or error_code(p.error) == UNSTABLE_OFFSET_COMMIT or is_retriable(p.error):
             raise KafkaException(p.error)
+        log.warning("%s-%d: %s (read as no committed offset)", p.topic, p.partition, p.error)
 
 
 def broker_error(what: str, conf: Mapping[str, Any], error: object) -> BrokerError:
