@@ -200,6 +200,29 @@ def to_kafka_python_config(conf: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+JAVA_CLIENT_NAMES = {
+    "fetch.max.wait.ms": "fetch.wait.max.ms",
+    "max.request.size": "message.max.bytes",
+    "receive.buffer.bytes": "socket.receive.buffer.bytes",
+    "send.buffer.bytes": "socket.send.buffer.bytes",
+}
+"""Java client settings a ``format("kafka")`` job passes, and the librdkafka setting with the same meaning
+and unit. Names without an equal (JAAS, JKS trust stores) keep the "did you mean" of the check below."""
+
+
+def from_java_names(conf: Mapping[str, str]) -> dict[str, str]:
+    """``conf`` with Java-only client names renamed to librdkafka's (``JAVA_CLIENT_NAMES``).
+
+    Runs wherever options are parsed (driver or worker). A name whose librdkafka spelling is set as well
+    is left for the check to refuse, so neither value is silently dropped.
+    """
+    out = dict(conf)
+    for java, native in JAVA_CLIENT_NAMES.items():
+        if java in out and native not in out:
+            out[native] = out.pop(java)
+    return out
+
+
 def close_librdkafka_property(name: str) -> str | None:
     """The librdkafka property ``name`` is, or is a likely misspelling of (``fetch.max.byte``); else None."""
     if name in LIBRDKAFKA_PROPERTIES:

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from sparkafka.clientconf import check_librdkafka_settings, close_librdkafka_property
+from sparkafka.clientconf import check_librdkafka_settings, close_librdkafka_property, from_java_names
 from sparkafka.errors import ConfigError
 
 __all__ = ["DEFAULT_METADATA_TIMEOUT_MS", "OptionReader"]
@@ -148,4 +148,8 @@ class OptionReader:
 
     def kafka(self) -> dict[str, str]:
         """Every ``kafka.*`` option with the prefix removed, for the Kafka clients."""
-        return {k[len(KAFKA_PREFIX) :]: v for k, v in self._raw.items() if k.startswith(KAFKA_PREFIX)}
+        # Java client names with a librdkafka twin (fetch.max.wait.ms) are renamed, so a format("kafka")
+        # job's settings keep their meaning.
+        return from_java_names(
+            {k[len(KAFKA_PREFIX) :]: v for k, v in self._raw.items() if k.startswith(KAFKA_PREFIX)}
+        )

@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from pyspark.errors import StreamingQueryException
 
 from tests.support.kafka import produce
 from tests.support.queries import memory_query, memory_values, read_values, run_to_parquet, source
@@ -121,10 +122,54 @@ def test_timestamp_startup(
     topic = new_topic(partitions=2)
     produce(kafka_conf, topic, ["early-a", "early-b"], 2, timestamp=1_000_000)
     produce(kafka_conf, topic, ["late-a"], 1, timestamp=3_000_000)
-    df = source(spark, bootstrap, subscribe=topic, startingTimestamp=2_000_000)
+    df = source(
+        spark,
+        bootstrap,
+        subscribe=topic,
+        startingTimestamp=2_000_000,
+        startingOffsetsByTimestampStrategy="latest",
+    )
     run_to_parquet(df, str(tmp_path / "out"), str(tmp_path / "ck"))
-    # Partition 1 has no record at or after the timestamp: it starts at latest.
+    # Partition 1 has no record at or after the timestamp: with the strategy latest it starts at latest.
     assert read_values(spark, str(tmp_path / "out")) == ["late-a"]
+    # Spark's default strategy, error, fails the query naming the partition.
+    with pytest.raises(
+        StreamingQueryException, match=f"no offset matched the starting timestamp for {topic}-1"
+    ):
+        run_to_parquet(
+            source(spark, bootstrap, subscribe=topic, startingTimestamp=2_000_000),
+            str(tmp_path / "out2"),
+            str(tmp_path / "ck2"),
+        )
+
+
+def test_min_offsets_per_trigger_holds_a_batch_back_until_enough_records(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], checkpoint: str
+) -> None:
+    topic = new_topic(partitions=2)
+    first = produce(kafka_conf, topic, (f"a{i}" for i in range(5)), 2)
+    df = source(
+        spark,
+        bootstrap,
+        subscribe=topic,
+        startingOffsets="earliest",
+        minOffsetsPerTrigger=8,
+        maxTriggerDelay="1h",
+    )
+    name = f"q_{uuid.uuid4().hex[:8]}"
+    query = memory_query(df, name, checkpoint)
+    try:
+        query.processAllAvailable()  # the first trigger always runs (Spark's delayBatch)
+        assert sorted(memory_values(spark, name)) == sorted(first)
+        few = produce(kafka_conf, topic, (f"b{i}" for i in range(3)), 2)
+        query.processAllAvailable()  # 3 new offsets < 8: the batch waits (up to maxTriggerDelay)
+        assert sorted(memory_values(spark, name)) == sorted(first)
+        more = produce(kafka_conf, topic, (f"c{i}" for i in range(6)), 2)
+        query.processAllAvailable()  # 9 >= 8: one batch with all of them
+        assert sorted(memory_values(spark, name)) == sorted(first + few + more)
+        assert len([p for p in query.recentProgress if p["numInputRows"] > 0]) == 2
+    finally:
+        query.stop()
 
 
 def test_restore_and_rescale_lose_and_duplicate_nothing(

@@ -32,6 +32,7 @@ SINK_OPTIONS = (
     "takeOverTransactionalIdPrefix",
     "partitioner",
     "metadataTimeoutMs",
+    "includeHeaders",
 )
 SPARK_WRITE_OPTIONS = ("checkpointLocation", "path", "queryName")
 """Spark passes its own writer options through to the data source; checkpointLocation identifies the
@@ -101,6 +102,9 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
             "option takeOverTransactionalIdPrefix is only used with deliveryGuarantee=exactly_once"
         )
     partitioner = reader.choice("partitioner", PARTITIONERS, "default")
+    # Spark's docs list includeHeaders for the sink too, where it changes nothing (a headers column is
+    # always written): checked and accepted, so a format("kafka") writer runs unchanged.
+    reader.get_bool("includeHeaders", False)
     check_librdkafka_settings(kafka)  # the values, after our own checks of those we interpret
     return SinkOptions(
         kafka=kafka,
@@ -156,7 +160,8 @@ def input_columns(schema: Any, options: SinkOptions) -> InputColumns:
         raise ConfigError("the sparkafka sink needs option topic, or a string column named topic")
     return InputColumns(
         key="key" in fields,
-        topic="topic" in fields,
+        # As in Spark's Kafka sink, the topic option overrides a topic column (KafkaWriter.scala).
+        topic="topic" in fields and options.topic is None,
         partition="partition" in fields,
         headers="headers" in fields,
         timestamp="timestamp" in fields,

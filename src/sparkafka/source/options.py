@@ -24,12 +24,14 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 AssignmentStrategy = Literal["flink", "range", "roundrobin", "sticky"]
-StartupMode = Literal["group", "earliest", "latest", "specific", "timestamp"]
+StartupMode = Literal["group", "earliest", "latest", "specific", "timestamp", "timestamps"]
 OffsetReset = Literal["earliest", "latest", "error"]
 CommitMode = Literal["on_checkpoint", "periodic", "disabled"]
+TimestampStrategy = Literal["error", "latest"]
 STRATEGIES: tuple[AssignmentStrategy, ...] = get_args(AssignmentStrategy)
 OFFSET_RESETS: tuple[OffsetReset, ...] = get_args(OffsetReset)
 COMMIT_MODES: tuple[CommitMode, ...] = get_args(CommitMode)
+TIMESTAMP_STRATEGIES: tuple[TimestampStrategy, ...] = get_args(TimestampStrategy)
 NAMED_STARTS: dict[str, StartupMode] = {"group": "group", "earliest": "earliest", "latest": "latest"}
 
 # Kafka's sentinels inside an offsets JSON, as in Spark's Kafka source.
@@ -42,41 +44,47 @@ SOURCE_OPTIONS = (
     "assign",
     "startingOffsets",
     "startingTimestamp",
+    "startingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
     "endingOffsets",
+    "endingTimestamp",
+    "endingOffsetsByTimestamp",
     "partitionDiscoveryIntervalMs",
     "parallelism",
     "assignmentStrategy",
+    "minPartitions",
+    "maxRecordsPerPartition",
     "maxRecordsPerTrigger",
     "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
     "failOnDataLoss",
     "includeHeaders",
+    "groupIdPrefix",
     "pollTimeoutMs",
+    "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs",
     "metadataTimeoutMs",
     "offsetCommitMode",
     "offsetCommitIntervalMs",
     "metricsFile",
 )
+"""Every option of Spark's Kafka source is here with Spark's meaning (docs/spark-kafka-connector.md),
+beside sparkafka's own (Flink's assigner, startup from the group, group commits)."""
 
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
+"""Spark's default ``maxTriggerDelay`` (15m)."""
 
-SPARK_KAFKA_INSTEAD = {
-    "minOffsetsPerTrigger": "sparkafka sets no minimum per micro-batch; use a processing-time trigger "
-    "interval to let records accumulate",
-    "maxTriggerDelay": "sparkafka sets no minimum per micro-batch (minOffsetsPerTrigger), so there is no "
-    "delay to bound; use a processing-time trigger interval",
-    "startingOffsetsByTimestamp": "use startingTimestamp (one epoch-ms timestamp for every partition)",
-    "startingOffsetsByTimestampStrategy": "not needed: with startingTimestamp, a partition without a record "
-    "at or after it starts at latest (Spark's strategy latest, Flink's behaviour)",
-    "endingOffsetsByTimestamp": "use endingOffsets (JSON offsets per partition, or latest)",
-    "endingTimestamp": "use endingOffsets (JSON offsets per partition, or latest)",
-    "groupIdPrefix": "sparkafka's readers join no consumer group; set kafka.group.id to commit offsets to a "
-    "group (offsetCommitMode) and to start from its offsets",
-    "minPartitions": "use parallelism (reader tasks per micro-batch); sparkafka never splits a Kafka "
-    "partition across tasks",
-    "kafkaConsumer.pollTimeoutMs": "use pollTimeoutMs",
-    "fetchOffset.numRetries": "retries of offset lookups are bounded by metadataTimeoutMs",
-    "fetchOffset.retryIntervalMs": "retries of offset lookups are bounded by metadataTimeoutMs",
+_TIME_UNITS_MS = {
+    "us": 0.001,
+    "ms": 1,
+    "s": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
 }
-"""Spark's Kafka source options whose meaning sparkafka does not share, each with what to use instead."""
 
 
 @dataclass(frozen=True)
@@ -119,13 +127,35 @@ class SourceOptions:
     startup: StartupMode
     specific_offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
     starting_timestamp: int | None = None
+    """``startingTimestamp``: one epoch-ms timestamp for every partition (startup ``timestamp``)."""
+    starting_timestamps: Mapping[TopicPartition, int] = field(default_factory=dict)
+    """``startingOffsetsByTimestamp``: an epoch-ms timestamp per partition (startup ``timestamps``)."""
+    timestamp_strategy: TimestampStrategy = "error"
+    """``startingOffsetsByTimestampStrategy``: a partition with no record at or after its starting
+    timestamp fails the query (``error``, Spark's default) or starts at its latest offset (``latest``)."""
     ending_offsets: Mapping[TopicPartition, int] | None = None
     """Batch reads only; None means latest."""
+    ending_timestamp: int | None = None
+    """``endingTimestamp`` (batch): every partition ends at its first record at or after it, else latest."""
+    ending_timestamps: Mapping[TopicPartition, int] | None = None
+    """``endingOffsetsByTimestamp`` (batch): the same per partition."""
     offset_reset: OffsetReset = "latest"
     discovery_interval_ms: int = 30_000
     parallelism: int | None = None
     strategy: AssignmentStrategy = "flink"
+    min_partitions: int | None = None
+    """``minPartitions``: split large offset ranges so a batch has about this many tasks (Spark's
+    KafkaOffsetRangeCalculator; see ``planning.split_ranges``)."""
+    max_records_per_partition: int | None = None
+    """``maxRecordsPerPartition``: split any offset range longer than this."""
     max_records_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    """``minOffsetsPerTrigger``: a micro-batch waits until this many new offsets are there, or until
+    ``max_trigger_delay_ms`` has passed since the last batch that ran (Spark's delayBatch)."""
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    reader_group_prefix: str | None = None
+    """``groupIdPrefix``: the reader tasks' consumers use ``<prefix>-<uuid>-executor`` as group.id (for
+    group ACLs; they never join the group). Ignored when kafka.group.id is set, as in Spark."""
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
@@ -138,9 +168,11 @@ class SourceOptions:
     """Where the source runner writes its commit metrics; None means the default for the group."""
 
 
-def _parse_offsets_json(reader: OptionReader, key: str) -> dict[TopicPartition, int]:
+def _parse_offsets_json(reader: OptionReader, key: str, what: str = "offset") -> dict[TopicPartition, int]:
+    """``{"topic": {"0": 23}}`` per partition: offsets (-2 earliest, -1 latest) or epoch-ms timestamps."""
     data = reader.get_json(key)
-    shape = f'option {reader.name(key)} must look like {{"topic": {{"0": 23, "1": -2}}}}'
+    example = '{"topic": {"0": 23, "1": -2}}' if what == "offset" else '{"topic": {"0": 1700000000000}}'
+    shape = f"option {reader.name(key)} must look like {example}"
     if not isinstance(data, dict):
         raise ConfigError(shape)
     out: dict[TopicPartition, int] = {}
@@ -152,10 +184,10 @@ def _parse_offsets_json(reader: OptionReader, key: str) -> dict[TopicPartition, 
                 p = int(partition)
             except ValueError:
                 raise ConfigError(f"{shape}; partition {partition!r} of {topic!r} is not a number") from None
-            if not isinstance(offset, int) or isinstance(offset, bool) or offset < EARLIEST:
-                raise ConfigError(
-                    f"{shape}; offset {offset!r} of {topic}-{p} must be >= 0, or -2 (earliest) / -1 (latest)"
-                )
+            lowest = EARLIEST if what == "offset" else 0
+            if not isinstance(offset, int) or isinstance(offset, bool) or offset < lowest:
+                allowed = ", or -2 (earliest) / -1 (latest)" if what == "offset" else " (epoch milliseconds)"
+                raise ConfigError(f"{shape}; {what} {offset!r} of {topic}-{p} must be >= 0{allowed}")
             out[TopicPartition(str(topic), p)] = offset
     return out
 
@@ -193,17 +225,30 @@ def _parse_subscription(reader: OptionReader) -> Subscription:
 
 def parse_source_options(options: Mapping[str, Any], batch: bool = False) -> SourceOptions:
     """Validate the source's options; raise ConfigError naming the option and what is allowed."""
-    reader = OptionReader(options, SOURCE_OPTIONS, "sparkafka source", SPARK_KAFKA_INSTEAD)
+    reader = OptionReader(options, SOURCE_OPTIONS, "sparkafka source")
     kafka, reset = _kafka_settings(reader)
     group_id = kafka.get("group.id") or None
     subscription = _parse_subscription(reader)
-    startup, specific, timestamp = _startup(reader, group_id, batch)
-    ending = _ending(reader, batch)
-    if reader.has("maxRecordsPerTrigger") and reader.has("maxOffsetsPerTrigger"):
-        raise ConfigError("options maxRecordsPerTrigger and maxOffsetsPerTrigger are aliases: set only one")
-    max_records = reader.optional_int("maxRecordsPerTrigger", minimum=1)
-    if max_records is None:
-        max_records = reader.optional_int("maxOffsetsPerTrigger", minimum=1)
+    startup, specific, timestamp, timestamps = _startup(reader, group_id, batch)
+    ending, ending_ts, ending_by_ts = _ending(reader, batch)
+    max_records = _alias_int(reader, "maxRecordsPerTrigger", "maxOffsetsPerTrigger", minimum=1)
+    min_offsets = reader.optional_int("minOffsetsPerTrigger", minimum=1)
+    if min_offsets is not None and max_records is not None and min_offsets > max_records:
+        raise ConfigError(
+            f"option minOffsetsPerTrigger={min_offsets} is above the maximum per micro-batch "
+            f"({max_records}); set it at or below maxOffsetsPerTrigger"
+        )
+    if batch and (max_records is not None or min_offsets is not None):
+        log.warning("maxOffsetsPerTrigger and minOffsetsPerTrigger are ignored by a batch read (spark.read)")
+    split = {k: reader.optional_int(k, minimum=1) for k in ("minPartitions", "maxRecordsPerPartition")}
+    if any(v is not None for v in split.values()):
+        clash = [k for k in ("parallelism", "assignmentStrategy") if reader.has(k)]
+        if clash:
+            given = [k for k, v in split.items() if v is not None]
+            raise ConfigError(
+                f"options {' and '.join(given)} (Spark's split of offset ranges into tasks) and "
+                f"{' and '.join(clash)} (Flink's partition-to-task assigner) conflict: set only one kind"
+            )
     default_mode: CommitMode = "on_checkpoint" if group_id else "disabled"
     commit_mode = reader.choice("offsetCommitMode", COMMIT_MODES, default_mode)
     if commit_mode != "disabled" and not group_id:
@@ -211,6 +256,10 @@ def parse_source_options(options: Mapping[str, Any], batch: bool = False) -> Sou
             f"offsetCommitMode={commit_mode} needs option kafka.group.id (the consumer group to commit to); "
             "set it, or use offsetCommitMode=disabled"
         )
+    # Spark's driver-side lookup retries: sparkafka retries retriable errors with backoff within
+    # metadataTimeoutMs instead, which outlasts Spark's default 3 attempts 1 s apart. Checked, then kept.
+    reader.optional_int("fetchOffset.numRetries", minimum=0)
+    reader.optional_int("fetchOffset.retryIntervalMs", minimum=0)
     check_librdkafka_settings(kafka)  # the values, after our own checks of those we interpret
 
     return SourceOptions(
@@ -220,20 +269,52 @@ def parse_source_options(options: Mapping[str, Any], batch: bool = False) -> Sou
         startup=startup,
         specific_offsets=specific,
         starting_timestamp=timestamp,
+        starting_timestamps=timestamps,
+        timestamp_strategy=reader.choice("startingOffsetsByTimestampStrategy", TIMESTAMP_STRATEGIES, "error"),
         ending_offsets=ending,
+        ending_timestamp=ending_ts,
+        ending_timestamps=ending_by_ts,
         offset_reset=reset,
         discovery_interval_ms=reader.get_int("partitionDiscoveryIntervalMs", 30_000, minimum=-1),
         parallelism=reader.optional_int("parallelism", minimum=1),
         strategy=reader.choice("assignmentStrategy", STRATEGIES, "flink"),
-        max_records_per_trigger=max_records,
+        min_partitions=split["minPartitions"],
+        max_records_per_partition=split["maxRecordsPerPartition"],
+        max_records_per_trigger=None if batch else max_records,
+        min_offsets_per_trigger=None if batch else min_offsets,
+        max_trigger_delay_ms=_duration_ms(reader, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
+        reader_group_prefix=None if group_id else reader.get_str("groupIdPrefix"),
         fail_on_data_loss=reader.get_bool("failOnDataLoss", True),
         include_headers=reader.get_bool("includeHeaders", False),
-        poll_timeout_ms=reader.get_int("pollTimeoutMs", 120_000, minimum=1),
+        poll_timeout_ms=_alias_int(reader, "pollTimeoutMs", "kafkaConsumer.pollTimeoutMs", minimum=1)
+        or 120_000,
         metadata_timeout_ms=reader.get_int("metadataTimeoutMs", DEFAULT_METADATA_TIMEOUT_MS, minimum=1),
         commit_mode="disabled" if batch else commit_mode,
         commit_interval_ms=reader.get_int("offsetCommitIntervalMs", 5_000, minimum=0),
         metrics_file=reader.get_str("metricsFile"),
     )
+
+
+def _alias_int(reader: OptionReader, name: str, alias: str, minimum: int) -> int | None:
+    """The whole number given under ``name`` or its alias (Spark's name); both given is an error."""
+    if reader.has(name) and reader.has(alias):
+        raise ConfigError(f"options {name} and {alias} are aliases: set only one")
+    value = reader.optional_int(name, minimum=minimum)
+    return value if value is not None else reader.optional_int(alias, minimum=minimum)
+
+
+def _duration_ms(reader: OptionReader, key: str, default: int) -> int:
+    """A duration as Spark writes it (``15m``, ``30s``, ``500ms``; a bare number is milliseconds)."""
+    text = reader.get_str(key)
+    if text is None:
+        return default
+    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", text.lower())
+    if m is None or (m.group(2) and m.group(2) not in _TIME_UNITS_MS):
+        raise ConfigError(
+            f"option {reader.name(key)}={text!r} is not a duration; use a whole number with a unit "
+            "(ms, s, m, min, h, d), such as 15m or 500ms"
+        )
+    return int(int(m.group(1)) * _TIME_UNITS_MS[m.group(2) or "ms"])
 
 
 def _kafka_settings(reader: OptionReader) -> tuple[dict[str, str], OffsetReset]:
@@ -262,20 +343,33 @@ def _kafka_settings(reader: OptionReader) -> tuple[dict[str, str], OffsetReset]:
 
 def _startup(
     reader: OptionReader, group_id: str | None, batch: bool
-) -> tuple[StartupMode, dict[TopicPartition, int], int | None]:
-    """(startup mode, specific offsets, starting timestamp) from startingOffsets / startingTimestamp."""
-    has_ts = reader.has("startingTimestamp")
-    starting = reader.get_str("startingOffsets")
-    if has_ts and starting is not None:
-        raise ConfigError("options startingOffsets and startingTimestamp conflict: set only one")
+) -> tuple[StartupMode, dict[TopicPartition, int], int | None, dict[TopicPartition, int]]:
+    """(startup mode, specific offsets, starting timestamp, timestamps per partition).
+
+    Spark's precedence, with no conflict error: ``startingTimestamp``, then ``startingOffsetsByTimestamp``,
+    then ``startingOffsets``; the options it overrides are logged as ignored.
+    """
+    given = [
+        k for k in ("startingTimestamp", "startingOffsetsByTimestamp", "startingOffsets") if reader.has(k)
+    ]
+    if len(given) > 1:
+        log.warning("%s takes precedence over %s (Spark's order)", given[0], ", ".join(given[1:]))
     specific: dict[TopicPartition, int] = {}
-    timestamp: int | None = None
+    if given and given[0] == "startingTimestamp":
+        return "timestamp", specific, reader.get_int("startingTimestamp", 0, minimum=0), {}
+    if given and given[0] == "startingOffsetsByTimestamp":
+        return (
+            "timestamps",
+            specific,
+            None,
+            _parse_offsets_json(reader, "startingOffsetsByTimestamp", "timestamp"),
+        )
+    starting = reader.get_str("startingOffsets")
     startup: StartupMode
-    if has_ts:
-        startup = "timestamp"
-        timestamp = reader.get_int("startingTimestamp", 0, minimum=0)
-    elif starting is None:
-        startup = "group" if group_id else ("earliest" if batch else "latest")
+    if starting is None:
+        # Streaming with a group starts from it (Flink's GROUP_OFFSETS); a batch read starts at earliest
+        # as in Spark, whatever kafka.group.id says (it commits nothing).
+        startup = "earliest" if batch else ("group" if group_id else "latest")
     elif starting.lower() in ("group", "earliest", "latest"):
         startup = NAMED_STARTS[starting.lower()]
     elif starting.lstrip().startswith("{"):
@@ -290,16 +384,32 @@ def _startup(
         raise ConfigError(
             "startingOffsets=group needs option kafka.group.id (the consumer group to start from)"
         )
-    return startup, specific, timestamp
+    return startup, specific, None, {}
 
 
-def _ending(reader: OptionReader, batch: bool) -> dict[TopicPartition, int] | None:
-    """The parsed ``endingOffsets`` of a batch read (exclusive ends, -1 for latest); None for latest."""
+def _ending(
+    reader: OptionReader, batch: bool
+) -> tuple[dict[TopicPartition, int] | None, int | None, dict[TopicPartition, int] | None]:
+    """A batch read's end: (endingOffsets, endingTimestamp, endingOffsetsByTimestamp); None for latest.
+
+    Spark's precedence: ``endingTimestamp``, then ``endingOffsetsByTimestamp``, then ``endingOffsets``.
+    A streaming read refuses endingOffsets and endingOffsetsByTimestamp and ignores endingTimestamp, as
+    Spark does.
+    """
+    if not batch:
+        for key in ("endingOffsets", "endingOffsetsByTimestamp"):
+            if reader.has(key):
+                raise ConfigError(f"option {key} is for batch reads (spark.read) only")
+        if reader.has("endingTimestamp"):
+            log.warning("endingTimestamp is ignored by a streaming read (as in Spark)")
+        return None, None, None
+    if reader.has("endingTimestamp"):
+        return None, reader.get_int("endingTimestamp", 0, minimum=0), None
+    if reader.has("endingOffsetsByTimestamp"):
+        return None, None, _parse_offsets_json(reader, "endingOffsetsByTimestamp", "timestamp")
     ending: dict[TopicPartition, int] | None = None
     ending_text = reader.get_str("endingOffsets")
     if ending_text is not None:
-        if not batch:
-            raise ConfigError("option endingOffsets is for batch reads (spark.read) only")
         if ending_text.lower() == "latest":
             ending = None
         elif ending_text.lstrip().startswith("{"):
@@ -308,4 +418,4 @@ def _ending(reader: OptionReader, batch: bool) -> dict[TopicPartition, int] | No
                 raise ConfigError("option endingOffsets cannot use -2 (earliest)")
         else:
             raise ConfigError(f"option endingOffsets={ending_text!r}: use latest or a JSON offsets map")
-    return ending
+    return ending, None, None

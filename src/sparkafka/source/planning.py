@@ -6,7 +6,8 @@ All offsets here are "the next record to read": a batch covers ``[start, end)`` 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from sparkafka.errors import ConfigError, DataLossError, PartitionsGoneError
@@ -17,11 +18,14 @@ __all__ = [
     "KafkaMetadata",
     "Offsets",
     "apply_read_limit",
+    "delay_batch",
+    "ending_offsets",
     "latest_of_existing",
     "offsets_from_json",
     "offsets_to_json",
     "reconcile",
     "resolve_startup",
+    "split_ranges",
 ]
 
 log = logging.getLogger(__name__)
@@ -107,21 +111,22 @@ def resolve_startup(options: SourceOptions, metadata: KafkaMetadata, tps: set[To
         return _group_offsets(options, tps, metadata)
     if options.startup == "timestamp":
         assert options.starting_timestamp is not None
-        found = metadata.for_timestamp(tps, options.starting_timestamp)
-        # Flink's TIMESTAMP: partitions without a record at or after the timestamp start at latest.
-        none = [tp for tp in tps if found.get(tp, -1) < 0]
-        out = {tp: o for tp, o in found.items() if o >= 0 and tp in tps}
-        out.update(metadata.latest(none) if none else {})
-        return out
-    # SPECIFIC_OFFSETS: listed partitions as given, the others from the group (Flink's fallback).
-    specific = {tp: o for tp, o in options.specific_offsets.items() if tp in tps}
-    unknown = sorted(set(options.specific_offsets) - tps)
+        return _starting_by_timestamp(options, metadata, dict.fromkeys(tps, options.starting_timestamp))
+    listed = options.starting_timestamps if options.startup == "timestamps" else options.specific_offsets
+    # Listed partitions as given, the others from the group (Flink's fallback) or auto.offset.reset.
+    specific = {tp: o for tp, o in listed.items() if tp in tps}
+    unknown = sorted(set(listed) - tps)
     if unknown:
         log.warning(
-            "startingOffsets names partitions that are not subscribed: %s", ", ".join(map(str, unknown))
+            "%s names partitions that are not subscribed: %s",
+            "startingOffsetsByTimestamp" if options.startup == "timestamps" else "startingOffsets",
+            ", ".join(map(str, unknown)),
         )
     rest = tps - set(specific)
-    out = _resolve_sentinels(specific, metadata)
+    if options.startup == "timestamps":
+        out = _starting_by_timestamp(options, metadata, specific)
+    else:
+        out = _resolve_sentinels(specific, metadata)
     if rest:
         if options.group_id:
             out.update(_group_offsets(options, rest, metadata))
@@ -134,6 +139,137 @@ def resolve_startup(options: SourceOptions, metadata: KafkaMetadata, tps: set[To
                 )
             out.update(metadata.earliest(rest) if reset == "earliest" else metadata.latest(rest))
     return out
+
+
+def offsets_for_timestamps(metadata: KafkaMetadata, wanted: Mapping[TopicPartition, int]) -> Offsets:
+    """Per partition the first offset whose timestamp is >= its own timestamp; -1 where there is none."""
+    by_ts: dict[int, list[TopicPartition]] = {}
+    for tp, ts in wanted.items():
+        by_ts.setdefault(ts, []).append(tp)
+    out: Offsets = {}
+    for ts, tps in sorted(by_ts.items()):
+        found = metadata.for_timestamp(tps, ts)
+        out.update({tp: found.get(tp, -1) for tp in tps})
+    return out
+
+
+def _starting_by_timestamp(
+    options: SourceOptions, metadata: KafkaMetadata, wanted: Mapping[TopicPartition, int]
+) -> Offsets:
+    """Start offsets from timestamps; a partition with no record at or after its timestamp fails the
+    query (``startingOffsetsByTimestampStrategy=error``, Spark's default) or starts at latest (``latest``,
+    Flink's TIMESTAMP mode)."""
+    found = offsets_for_timestamps(metadata, wanted)
+    none = sorted(tp for tp, o in found.items() if o < 0)
+    if none and options.timestamp_strategy == "error":
+        raise ConfigError(
+            "no offset matched the starting timestamp for "
+            + ", ".join(f"{tp} (timestamp {wanted[tp]})" for tp in none)
+            + ": no record there is at or after it; set startingOffsetsByTimestampStrategy=latest to start "
+            "such partitions at their latest offset"
+        )
+    out = {tp: o for tp, o in found.items() if o >= 0}
+    out.update(metadata.latest(none) if none else {})
+    return out
+
+
+def ending_offsets(
+    options: SourceOptions, metadata: KafkaMetadata, tps: set[TopicPartition], latest: Offsets
+) -> Offsets:
+    """A batch read's exclusive end per partition, from endingOffsets or by timestamp (Spark's meaning).
+
+    By timestamp, a partition ends at its first record at or after the timestamp, or at latest when it
+    has none. A partition not named ends at latest.
+    """
+    if options.ending_timestamp is not None or options.ending_timestamps is not None:
+        if options.ending_timestamp is not None:
+            wanted = dict.fromkeys(tps, options.ending_timestamp)
+        else:
+            assert options.ending_timestamps is not None
+            wanted = {tp: ts for tp, ts in options.ending_timestamps.items() if tp in tps}
+        found = offsets_for_timestamps(metadata, wanted)
+        return {tp: found[tp] if found.get(tp, -1) >= 0 else latest[tp] for tp in tps}
+    if options.ending_offsets is None:
+        return dict(latest)
+    wanted = {tp: (latest[tp] if o == LATEST else o) for tp, o in options.ending_offsets.items()}
+    return {tp: wanted.get(tp, latest[tp]) for tp in tps}
+
+
+def split_ranges(
+    ranges: Sequence[tuple[TopicPartition, int, int]],
+    min_partitions: int | None,
+    max_records_per_partition: int | None,
+) -> list[tuple[TopicPartition, int, int]]:
+    """Spark's ``KafkaOffsetRangeCalculator.getRanges``: offset ranges ``(tp, from, until)`` to read tasks.
+
+    Empty ranges are dropped. With neither option, or with ``min_partitions`` at most the number of
+    ranges and no ``max_records_per_partition``, every range is one task. Otherwise a range above
+    ``max_records_per_partition`` is cut into ``ceil(size / max)`` pieces first; then, while
+    ``min_partitions`` is above the number of ranges, ranges whose share of ``min_partitions`` rounds to
+    more than one are cut into that many pieces (in proportion to their size among the ranges that are
+    cut), by integer division with the last piece taking the remainder.
+    """
+    out = [r for r in ranges if r[2] > r[1]]
+    if (min_partitions is None or len(out) >= min_partitions) and max_records_per_partition is None:
+        return out
+    if max_records_per_partition is not None:
+        out = [piece for r in out for piece in _divide(r, -(-(r[2] - r[1]) // max_records_per_partition))]
+    if min_partitions is not None and min_partitions > len(out):
+        total = sum(r[2] - r[1] for r in out)
+        unsplit = [r for r in out if _part_count(r[2] - r[1], total, min_partitions) == 1]
+        split_total = total - sum(r[2] - r[1] for r in unsplit)
+        split_min = max(min_partitions - len(unsplit), 1)
+        unsplit_tps = {(r[0], r[1]) for r in unsplit}
+        out = [
+            piece
+            for r in out
+            for piece in _divide(
+                r, 1 if (r[0], r[1]) in unsplit_tps else _part_count(r[2] - r[1], split_total, split_min)
+            )
+        ]
+    return [r for r in out if r[2] > r[1]]
+
+
+def _part_count(size: int, total: int, parts: int) -> int:
+    """``max(Math.round(size / total * parts), 1)``, rounding half up as Java's Math.round does."""
+    return max(math.floor(size / total * parts + 0.5), 1)
+
+
+def _divide(r: tuple[TopicPartition, int, int], parts: int) -> list[tuple[TopicPartition, int, int]]:
+    """``getDividedPartition``: ``parts`` consecutive pieces; integer division, the last takes the rest."""
+    tp, start, until = r
+    remaining = until - start
+    out = []
+    for part in range(parts):
+        size = remaining // (parts - part)
+        remaining -= size
+        end = min(start + size, until)
+        out.append((tp, start, end))
+        start = end
+    return out
+
+
+def delay_batch(
+    start: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+    *,
+    min_offsets: int,
+    max_delay_ms: int,
+    now_ms: float,
+    last_trigger_ms: float,
+) -> tuple[bool, float]:
+    """Spark's ``delayBatch`` for ``minOffsetsPerTrigger``: (skip this trigger?, new last-trigger time).
+
+    A batch runs when ``max_delay_ms`` has passed since the last one that ran, or when at least
+    ``min_offsets`` new offsets (summed over partitions) are there; otherwise the trigger is skipped.
+    ``last_trigger_ms`` starts at 0, so the first trigger always runs.
+    """
+    if now_ms - last_trigger_ms >= max_delay_ms:
+        return False, now_ms
+    new = sum(o - start.get(tp, 0) for tp, o in latest.items())
+    if new < min_offsets:
+        return True, last_trigger_ms
+    return False, now_ms
 
 
 def reconcile(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,13 @@ from sparkafka.source.options import SourceOptions
 from sparkafka.source.planning import (
     Offsets,
     apply_read_limit,
+    delay_batch,
+    ending_offsets,
     latest_of_existing,
     offsets_from_json,
     offsets_to_json,
     resolve_startup,
+    split_ranges,
 )
 from sparkafka.structs import TopicPartition
 
@@ -59,6 +63,10 @@ class _Planner:
         self.options = options
         self._metadata: SourceMetadata | None = None
         self._last_tasks: list[list[TopicPartition]] | None = None
+        self._reader_kafka = dict(options.kafka)
+        if options.reader_group_prefix:
+            # Spark's executor group id for groupIdPrefix: made once per query, on the driver.
+            self._reader_kafka["group.id"] = f"{options.reader_group_prefix}-{uuid.uuid4()}-executor"
 
     def __getstate__(self) -> dict[str, Any]:
         # Kafka clients do not pickle; workers rebuild what they need from the options.
@@ -98,6 +106,15 @@ class _Planner:
         }
         if not ranges:
             return []
+        o = self.options
+        if o.min_partitions is not None or o.max_records_per_partition is not None:
+            # Spark's meaning: every (piece of a) range is one task; Flink's assigner is not used.
+            pieces = split_ranges(
+                [(r.tp, r.start, r.end) for _, r in sorted(ranges.items())],
+                o.min_partitions,
+                o.max_records_per_partition,
+            )
+            return [KafkaInputPartition(i, [OffsetRange(*p)]) for i, p in enumerate(pieces)]
         parallelism = self.options.parallelism or len(end)
         previous = {task_name(i): ps for i, ps in enumerate(self._last_tasks)} if self._last_tasks else None
         tasks = assign_tasks(end, parallelism, self.options.strategy, previous)
@@ -123,7 +140,7 @@ class _Planner:
             return iter(())
         o = self.options
         return read_ranges(
-            o.kafka, partition.ranges, o.include_headers, o.fail_on_data_loss, o.poll_timeout_ms
+            self._reader_kafka, partition.ranges, o.include_headers, o.fail_on_data_loss, o.poll_timeout_ms
         )
 
 
@@ -139,6 +156,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Offsets | None = None
         self._reported: Offsets | None = None
         self._committer: OffsetCommitter | None = None
+        self._last_trigger_ms = 0.0
+        """When the last micro-batch that ran was planned (minOffsetsPerTrigger); 0: the first runs."""
 
     def __getstate__(self) -> dict[str, Any]:
         """The state pickled for the workers, without the committer (driver-side, it holds a client)."""
@@ -224,6 +243,18 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # always holds concrete offsets and a re-run plans exactly the same ranges.
         entering = metadata.earliest(new) if new else {}
         self._reported = {**latest, **entering}
+        min_offsets = self._options.min_offsets_per_trigger
+        if min_offsets is not None and self._target is None:
+            skip, self._last_trigger_ms = delay_batch(
+                kept,
+                latest,
+                min_offsets=min_offsets,
+                max_delay_ms=self._options.max_trigger_delay_ms,
+                now_ms=time.time() * 1000,
+                last_trigger_ms=self._last_trigger_ms,
+            )
+            if skip:
+                return offsets_to_json({**kept, **entering})
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = apply_read_limit(kept, latest, max_rows)
         end.update(entering)
@@ -261,12 +292,7 @@ class KafkaBatchReader(DataSourceReader):
         metadata = self._planner.metadata
         tps = self._planner.discover_initial()
         self._start = resolve_startup(options, metadata, tps)
-        latest = metadata.latest(tps)
-        if options.ending_offsets is None:
-            self._end = latest
-        else:
-            wanted = {tp: (latest[tp] if o == -1 else o) for tp, o in options.ending_offsets.items()}
-            self._end = {tp: wanted.get(tp, latest[tp]) for tp in tps}
+        self._end = ending_offsets(options, metadata, tps, metadata.latest(tps))
         for tp, end in self._end.items():
             if end < self._start.get(tp, end):
                 raise ConfigError(

@@ -92,9 +92,21 @@ def test_input_columns_accepts_the_documented_types() -> None:
             timestamp=T.TimestampType(),
             extra=T.LongType(),
         ),
-        parse(),
+        parse_sink_options({"kafka.bootstrap.servers": BASE["kafka.bootstrap.servers"]}),
     )
     assert (cols.key, cols.topic, cols.partition, cols.headers, cols.timestamp) == (True,) * 5
+
+
+def test_the_topic_option_overrides_a_topic_column_as_in_spark() -> None:
+    both = schema(value=T.BinaryType(), topic=T.StringType())
+    assert not input_columns(both, parse()).topic
+    assert input_columns(both, parse_sink_options({"kafka.bootstrap.servers": "h:1"})).topic
+
+
+def test_spark_sink_option_include_headers_is_accepted_and_checked() -> None:
+    parse(includeHeaders="true")
+    with pytest.raises(ConfigError, match="includeHeaders"):
+        parse(includeHeaders="maybe")
     assert not input_columns(schema(value=T.StringType()), parse()).key
 
 

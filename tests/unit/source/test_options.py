@@ -59,23 +59,81 @@ def test_unknown_option_lists_valid_ones() -> None:
         parse(zzz="1")  # nothing close: no guess
 
 
+def test_every_spark_kafka_source_option_is_accepted() -> None:
+    o = parse(
+        minPartitions="10",
+        maxRecordsPerPartition="500",
+        minOffsetsPerTrigger="100",
+        maxTriggerDelay="30s",
+        maxOffsetsPerTrigger="1000",
+        startingOffsetsByTimestamp='{"a": {"0": 1000, "1": 2000}}',
+        startingOffsetsByTimestampStrategy="latest",
+        endingTimestamp="5",  # a streaming read ignores it, as Spark does
+        groupIdPrefix="acl-ok",
+        **{
+            "kafkaConsumer.pollTimeoutMs": "5000",
+            "fetchOffset.numRetries": "5",
+            "fetchOffset.retryIntervalMs": "20",
+        },
+    )
+    assert (o.min_partitions, o.max_records_per_partition) == (10, 500)
+    assert (o.min_offsets_per_trigger, o.max_trigger_delay_ms, o.max_records_per_trigger) == (
+        100,
+        30_000,
+        1000,
+    )
+    assert o.startup == "timestamps"
+    assert o.starting_timestamps == {TopicPartition("a", 0): 1000, TopicPartition("a", 1): 2000}
+    assert o.timestamp_strategy == "latest"
+    assert (o.reader_group_prefix, o.poll_timeout_ms, o.ending_timestamp) == ("acl-ok", 5000, None)
+
+
+def test_spark_defaults() -> None:
+    o = parse(startingTimestamp="5")
+    assert (o.timestamp_strategy, o.max_trigger_delay_ms, o.poll_timeout_ms) == (
+        "error",
+        15 * 60_000,
+        120_000,
+    )
+    assert parse(groupIdPrefix="p", **{"kafka.group.id": "g"}).reader_group_prefix is None  # as in Spark
+
+
+def test_spark_precedence_among_starting_options(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        o = parse(
+            startingOffsets="earliest", startingTimestamp="5", startingOffsetsByTimestamp='{"a": {"0": 1}}'
+        )
+    assert (o.startup, o.starting_timestamp) == ("timestamp", 5)
+    assert (
+        "startingTimestamp takes precedence over startingOffsetsByTimestamp, startingOffsets" in caplog.text
+    )
+    assert (
+        parse(startingOffsets="earliest", startingOffsetsByTimestamp='{"a": {"0": 1}}').startup
+        == "timestamps"
+    )
+
+
+def test_batch_ending_by_timestamp_and_its_precedence() -> None:
+    o = parse_source_options({**BASE, "endingTimestamp": "7", "endingOffsets": "latest"}, batch=True)
+    assert (o.ending_timestamp, o.ending_timestamps, o.ending_offsets) == (7, None, None)
+    o = parse_source_options({**BASE, "endingOffsetsByTimestamp": '{"a": {"1": 9}}'}, batch=True)
+    assert o.ending_timestamps == {TopicPartition("a", 1): 9}
+
+
+def test_batch_reads_ignore_the_trigger_limits(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        o = parse_source_options(
+            {**BASE, "maxOffsetsPerTrigger": "5", "minOffsetsPerTrigger": "2"}, batch=True
+        )
+    assert (o.max_records_per_trigger, o.min_offsets_per_trigger) == (None, None)
+    assert "ignored by a batch read" in caplog.text
+
+
 @pytest.mark.parametrize(
-    ("option", "instead"),
-    [
-        ("minOffsetsPerTrigger", "use a processing-time trigger interval"),
-        ("maxTriggerDelay", "use a processing-time trigger interval"),
-        ("startingOffsetsByTimestamp", "use startingTimestamp"),
-        ("startingOffsetsByTimestampStrategy", "starts at latest"),
-        ("endingOffsetsByTimestamp", "use endingOffsets"),
-        ("endingTimestamp", "use endingOffsets"),
-        ("groupIdPrefix", "set kafka.group.id"),
-        ("minPartitions", "use parallelism"),
-        ("kafkaConsumer.pollTimeoutMs", "use pollTimeoutMs"),
-    ],
+    ("duration", "ms"), [("15m", 900_000), ("30s", 30_000), ("500ms", 500), ("250", 250), ("2h", 7_200_000)]
 )
-def test_spark_kafka_option_names_say_what_to_use(option: str, instead: str) -> None:
-    with pytest.raises(ConfigError, match=f"option {option} is not a sparkafka option: .*{instead}"):
-        parse(**{option: "1"})
+def test_max_trigger_delay_reads_spark_durations(duration: str, ms: int) -> None:
+    assert parse(maxTriggerDelay=duration).max_trigger_delay_ms == ms
 
 
 def test_spark_kafka_options_with_the_same_meaning_are_accepted() -> None:
@@ -93,7 +151,18 @@ def test_spark_kafka_options_with_the_same_meaning_are_accepted() -> None:
         ({"startingOffsets": "{bad"}, "startingOffsets is not valid JSON"),
         ({"startingOffsets": '{"a": {"x": 1}}'}, "partition 'x'"),
         ({"startingOffsets": '{"a": {"0": -5}}'}, "must be >= 0"),
-        ({"startingOffsets": "earliest", "startingTimestamp": "5"}, "conflict"),
+        ({"startingOffsetsByTimestamp": '{"a": {"0": -1}}'}, "timestamp -1 of a-0 must be >= 0"),
+        ({"startingOffsetsByTimestampStrategy": "earliest"}, "use one of: error, latest"),
+        ({"endingOffsetsByTimestamp": '{"a": {"0": 1}}'}, "batch reads"),
+        ({"minPartitions": "0"}, "minPartitions=0 must be >= 1"),
+        ({"maxRecordsPerPartition": "x"}, "maxRecordsPerPartition='x' must be a whole number"),
+        ({"minPartitions": "4", "parallelism": "2"}, "minPartitions .* and parallelism .* conflict"),
+        ({"maxRecordsPerPartition": "4", "assignmentStrategy": "range"}, "conflict: set only one kind"),
+        ({"minOffsetsPerTrigger": "50", "maxOffsetsPerTrigger": "10"}, "above the maximum per micro-batch"),
+        ({"maxTriggerDelay": "soon"}, "maxTriggerDelay='soon' is not a duration"),
+        ({"maxTriggerDelay": "5 weeks"}, "is not a duration"),
+        ({"pollTimeoutMs": "5", "kafkaConsumer.pollTimeoutMs": "5"}, "aliases"),
+        ({"fetchOffset.numRetries": "-1"}, "must be >= 0"),
         ({"startingTimestamp": "soon"}, "startingTimestamp='soon' must be a whole number"),
         ({"startingOffsets": "group"}, "needs option kafka.group.id"),
         ({"partitionDiscoveryIntervalMs": "-2"}, "must be >= -1"),
@@ -191,3 +260,24 @@ def test_commit_mode_errors_name_the_option() -> None:
     # Batch reads never commit (Spark's schema() call parses with batch=True, so this is not an error).
     batch = parse_source_options({**BASE, "kafka.group.id": "g", "offsetCommitMode": "periodic"}, batch=True)
     assert batch.commit_mode == "disabled"
+
+
+def test_java_client_names_with_a_librdkafka_twin_are_renamed() -> None:
+    o = parse(**{"kafka.fetch.max.wait.ms": "50", "kafka.receive.buffer.bytes": "65536"})
+    assert o.kafka["fetch.wait.max.ms"] == "50"
+    assert o.kafka["socket.receive.buffer.bytes"] == "65536"
+    assert "fetch.max.wait.ms" not in o.kafka
+    with pytest.raises(
+        ConfigError, match=r"kafka\.sasl\.jaas\.config cannot be set as an option: librdkafka has no JAAS"
+    ):
+        parse(**{"kafka.sasl.jaas.config": "x"})
+
+
+def test_group_id_prefix_names_the_reader_tasks_group_as_in_spark() -> None:
+    from sparkafka.source.reader import KafkaStreamReader
+
+    reader = KafkaStreamReader(parse(groupIdPrefix="acl-team"))
+    group = reader._planner._reader_kafka["group.id"]
+    assert group.startswith("acl-team-")
+    assert group.endswith("-executor")
+    assert "group.id" not in KafkaStreamReader(parse())._planner._reader_kafka  # the reader's default

@@ -11,11 +11,14 @@ from sparkafka.source.options import Subscription, parse_source_options
 from sparkafka.source.planning import (
     Offsets,
     apply_read_limit,
+    delay_batch,
+    ending_offsets,
     latest_of_existing,
     offsets_from_json,
     offsets_to_json,
     reconcile,
     resolve_startup,
+    split_ranges,
 )
 from sparkafka.structs import TopicPartition
 
@@ -81,8 +84,92 @@ def test_specific_offsets_without_group_use_reset() -> None:
 
 
 def test_timestamp_with_latest_fallback() -> None:
-    assert startup(startingTimestamp="1800") == {A0: 20, A1: 10, B0: 0}
-    assert startup(startingTimestamp="0") == {A0: 5, A1: 0, B0: 0}
+    latest = {"startingOffsetsByTimestampStrategy": "latest"}
+    assert startup(startingTimestamp="1800", **latest) == {A0: 20, A1: 10, B0: 0}
+    assert startup(startingTimestamp="0", **latest) == {A0: 5, A1: 0, B0: 0}
+
+
+def test_timestamp_without_a_match_fails_by_default_as_in_spark() -> None:
+    with pytest.raises(
+        ConfigError, match=r"no offset matched .* a-1 \(timestamp 1800\), b-0 .*Strategy=latest"
+    ):
+        startup(startingTimestamp="1800")
+
+
+def test_timestamps_per_partition_and_fallback_for_partitions_not_named() -> None:
+    got = startup(
+        startingOffsetsByTimestamp='{"a": {"0": 1500, "1": 1500}}', **{"kafka.auto.offset.reset": "earliest"}
+    )
+    assert got == {A0: 20, A1: 0, B0: 0}
+    with pytest.raises(ConfigError, match=r"a-0 \(timestamp 9000\)"):
+        startup(startingOffsetsByTimestamp='{"a": {"0": 9000}}')
+
+
+def batch_end(**options: str) -> Offsets:
+    opts = parse_source_options({"kafka.bootstrap.servers": "h:1", "subscribe": "a,b", **options}, batch=True)
+    meta = FakeMetadata()
+    return ending_offsets(opts, meta, ALL, meta.latest(ALL))
+
+
+def test_batch_ends_by_timestamp_or_at_latest() -> None:
+    assert batch_end() == {A0: 50, A1: 10, B0: 0}
+    assert batch_end(endingOffsets='{"a": {"0": 30, "1": -1}}') == {A0: 30, A1: 10, B0: 0}
+    assert batch_end(endingTimestamp="1800") == {A0: 20, A1: 10, B0: 0}  # no match: latest, as in Spark
+    assert batch_end(endingOffsetsByTimestamp='{"a": {"0": 3000}}') == {A0: 40, A1: 10, B0: 0}
+
+
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def test_split_ranges_follows_sparks_example() -> None:
+    # KafkaOffsetRangeCalculator: 900 and 100 new offsets with minPartitions=10 -> 9 tasks of 100 and 1.
+    pieces = split_ranges([(T0, 0, 900), (T1, 0, 100)], 10, None)
+    assert pieces == [(T0, i * 100, (i + 1) * 100) for i in range(9)] + [(T1, 0, 100)]
+
+
+def test_split_ranges_without_a_reason_to_split_keeps_one_task_per_range() -> None:
+    assert split_ranges([(T0, 0, 9), (T1, 4, 4)], None, None) == [(T0, 0, 9)]
+    assert split_ranges([(T0, 0, 9), (T1, 0, 3)], 2, None) == [(T0, 0, 9), (T1, 0, 3)]
+
+
+def test_split_ranges_max_records_then_min_partitions() -> None:
+    assert split_ranges([(T0, 10, 20)], None, 3) == [(T0, 10, 12), (T0, 12, 14), (T0, 14, 17), (T0, 17, 20)]
+    # max first (2 pieces of 5), then minPartitions=4 cuts each piece in two.
+    assert split_ranges([(T0, 0, 10)], 4, 5) == [(T0, 0, 2), (T0, 2, 5), (T0, 5, 7), (T0, 7, 10)]
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 1_000), st.integers(0, 5_000)), min_size=1, max_size=6),
+    st.one_of(st.none(), st.integers(1, 40)),
+    st.one_of(st.none(), st.integers(1, 2_000)),
+)
+def test_split_ranges_cover_each_range_exactly_once(
+    spans: list[tuple[int, int]], min_partitions: int | None, max_records: int | None
+) -> None:
+    ranges = [(TopicPartition("t", i), start, start + size) for i, (start, size) in enumerate(spans)]
+    pieces = split_ranges(ranges, min_partitions, max_records)
+    for tp, start, until in ranges:
+        mine = [(s, u) for t, s, u in pieces if t == tp]
+        covered = [o for s, u in mine for o in range(s, u)]
+        assert covered == list(range(start, until))  # in order, no gap, no overlap, nothing empty
+        assert all(u > s for s, u in mine)
+        if max_records is not None:
+            assert all(u - s <= max_records for s, u in mine)
+
+
+def test_delay_batch_waits_for_min_offsets_until_the_delay() -> None:
+    start, latest = {T0: 10, T1: 0}, {T0: 14, T1: 5}  # 9 new offsets
+    first = delay_batch(start, latest, min_offsets=100, max_delay_ms=1000, now_ms=5_000, last_trigger_ms=0)
+    assert first == (False, 5_000)  # the first trigger always runs (last trigger at 0)
+    args = {"min_offsets": 100, "max_delay_ms": 1000}
+    assert delay_batch(start, latest, **args, now_ms=5_500, last_trigger_ms=5_000) == (True, 5_000)
+    assert delay_batch(start, latest, **args, now_ms=6_000, last_trigger_ms=5_000) == (False, 6_000)
+    assert delay_batch(
+        start, latest, min_offsets=9, max_delay_ms=1000, now_ms=5_100, last_trigger_ms=5_000
+    ) == (
+        False,
+        5_100,
+    )
 
 
 def test_json_round_trip_is_sorted() -> None:
