@@ -584,8 +584,17 @@ def _encode(out: Any, cfg: PipelineConfig, dry_run: bool = False) -> Any:
 
 def build_query(spark: Any, cfg: PipelineConfig) -> Any:
     """Start the streaming query the pipeline file declares."""
-    writer = _output(spark, cfg).writeStream.format("sparkafka").queryName(cfg.query_name)
-    for key, value in cfg.sink_options.items():
+    out = _output(spark, cfg)
+    options = dict(cfg.sink_options)
+    if "topic" in out.columns and cfg.sink.topic is not None:
+        # The sink's topic option overrides a topic column (Spark's meaning): rows routed elsewhere (dead
+        # letters) need the column alone, holding the sink's topic where the row names none.
+        from pyspark.sql import functions as F  # noqa: N812 - PySpark's own idiom
+
+        out = out.withColumn("topic", F.coalesce(F.col("topic"), F.lit(cfg.sink.topic)))
+        options = {k: v for k, v in options.items() if k.lower() != "topic"}
+    writer = out.writeStream.format("sparkafka").queryName(cfg.query_name)
+    for key, value in options.items():
         writer = writer.option(key, value)
     writer = writer.option("checkpointLocation", cfg.checkpoint)
     writer = writer.trigger(processingTime=cfg.trigger) if cfg.trigger else writer.trigger(availableNow=True)
