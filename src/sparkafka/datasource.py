@@ -144,7 +144,7 @@ class KafkaDataSource(DataSource):
         # Spark asks for the schema at load(): validating here reports bad options, and brokers that do not
         # answer, before a query starts (endingOffsets is checked again, for streams, when the stream reader
         # is made). Not asked when the user gives a schema; the readers' lookups then report instead.
-        options = parse_source_options(self.options, batch=True)
+        options = parse_source_options(self.options, batch=True, quiet=True)
         first_contact(options.kafka, self.options, options.metadata_timeout_ms)
         return source_schema(options.include_headers)
 
@@ -171,6 +171,7 @@ class KafkaDataSource(DataSource):
     @sentence_errors
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from sparkafka.errors import ConfigError
+        from sparkafka.sink.modes import split_stream_batch
         from sparkafka.sink.options import input_columns, parse_sink_options
         from sparkafka.sink.writer import KafkaBatchWriter
 
@@ -181,10 +182,12 @@ class KafkaDataSource(DataSource):
                 'a Kafka topic can only be appended to: write with .mode("append") (Spark\'s default mode, '
                 "ErrorIfExists, is refused by Spark for Python data sources)"
             )
-        options = parse_sink_options(self.options)
+        # A micro-batch of an update-mode query (sparkafka.sink.modes) names its query and batch id.
+        raw, stream = split_stream_batch(self.options)
+        options = parse_sink_options(raw)
         columns = input_columns(schema, options)
-        first_contact(options.kafka, self.options, options.metadata_timeout_ms)
-        return KafkaBatchWriter(options, columns)
+        first_contact(options.kafka, raw, options.metadata_timeout_ms)
+        return KafkaBatchWriter(options, columns, stream)
 
 
 def register(spark: Any) -> None:
@@ -193,15 +196,20 @@ def register(spark: Any) -> None:
     Runs in the user's driver process. Also passes what the Python workers cannot see themselves through
     the context's worker environment (before registering, so the data source's workers get it):
     where a ``--py-files`` archive is, and ``spark.speculation`` (the exactly-once sink refuses it).
+    And wraps PySpark's ``DataStreamWriter`` once per process, so that ``outputMode("update")`` works
+    for ``format("sparkafka")`` (``sparkafka.stream_writer``; not on Spark Connect).
     """
     if is_connect(spark):
         log.warning(CONNECT_NOTE)
         spark.dataSource.register(KafkaDataSource)
         return
+    from sparkafka.stream_writer import install
+
     _ship_archive_to_driver_runners(spark)
     _tell_workers_about_speculation(spark)
     _workers_on_this_interpreter(spark)
     spark.dataSource.register(KafkaDataSource)
+    install()
 
 
 CONNECT_NOTE = (

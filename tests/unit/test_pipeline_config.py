@@ -270,3 +270,18 @@ def test_keys_decode_only_with_decoding_values_and_encode_only_under_topic_subje
     )
     with pytest.raises(ConfigError, match=r"sink\.key_encode works with subject_name_strategy = topic only"):
         load_pipeline(record)
+
+
+@pytest.mark.parametrize(
+    ("line", "want"),
+    [("", "append"), ('output_mode = "update"', "update"), ('output_mode = "complete"', "complete")],
+)
+def test_output_mode_is_spark_s_with_append_by_default(tmp_path: Path, line: str, want: str) -> None:
+    text = GOOD.format(trigger="5 seconds").replace('name = "p"', f'name = "p"\n{line}', 1)
+    assert load_pipeline(write(tmp_path, text)).output_mode == want
+
+
+def test_an_unknown_output_mode_names_the_allowed_ones(tmp_path: Path) -> None:
+    text = GOOD.format(trigger="5 seconds").replace('name = "p"', 'name = "p"\noutput_mode = "upsert"', 1)
+    with pytest.raises(ConfigError, match="output_mode = 'upsert': use append, update, complete"):
+        load_pipeline(write(tmp_path, text))

@@ -3,6 +3,7 @@
     name = "orders"                      # optional, used in logs
     checkpoint = "/data/ck/orders"       # required
     trigger = "5 seconds"                # or "availableNow" (default "0 seconds": as fast as possible)
+    output_mode = "update"               # append (default) | update | complete, as Spark's outputMode
 
     [spark]                              # optional
     master = "local[2]"
@@ -79,6 +80,7 @@ from sparkafka.registry.client import (
     parse_registry,
     subject_name,
 )
+from sparkafka.sink.modes import OUTPUT_MODES, OutputMode
 
 if TYPE_CHECKING:
     from sparkafka.sink.options import SinkOptions
@@ -101,6 +103,7 @@ _TOP = {
     "name",
     "checkpoint",
     "trigger",
+    "output_mode",
     "spark",
     "source",
     "table",
@@ -201,6 +204,8 @@ class PipelineConfig:
     sink_options: Mapping[str, str]
     """``[sink] options`` as written; ``sink`` is them parsed."""
     sink: SinkOptions
+    output_mode: OutputMode = "append"
+    """Spark's ``outputMode`` for the query: update runs as foreachBatch (``sparkafka.sink.modes``)."""
     watermark: tuple[str, str] | None = None
     """(event-time column, delay) for ``withWatermark`` on the source view."""
     on_malformed: OnMalformed = "flag"
@@ -392,6 +397,7 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
         name=top.text("name", file.stem) or file.stem,
         checkpoint=checkpoint,
         trigger=trigger,
+        output_mode=top.choice("output_mode", OUTPUT_MODES, "append"),
         master=spark.text("master"),
         spark_config=spark.options("config"),
         tables=_tables(top, data),

@@ -593,12 +593,25 @@ def build_query(spark: Any, cfg: PipelineConfig) -> Any:
 
         out = out.withColumn("topic", F.coalesce(F.col("topic"), F.lit(cfg.sink.topic)))
         options = {k: v for k, v in options.items() if k.lower() != "topic"}
-    writer = out.writeStream.format("sparkafka").queryName(cfg.query_name)
+    writer = out.writeStream.format("sparkafka").outputMode(cfg.output_mode).queryName(cfg.query_name)
     for key, value in options.items():
         writer = writer.option(key, value)
     writer = writer.option("checkpointLocation", cfg.checkpoint)
     writer = writer.trigger(processingTime=cfg.trigger) if cfg.trigger else writer.trigger(availableNow=True)
-    return writer.start()
+    try:
+        return writer.start()
+    except ConfigError as e:  # update mode's checks of the sink's columns, before the query starts
+        raise ConfigError(f"{cfg.path}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - AnalysisException of the whole query, from the JVM
+        # A sentence now, while Spark can render its exception: once Spark has stopped, str() of a
+        # PySpark exception fails (`sparkafka run` printed "AnalysisException: <exception str() failed>").
+        text = first_line(str(e))
+        if "output mode" not in text.lower():
+            raise ConfigError(f"{cfg.path}: {text}") from None
+        raise ConfigError(
+            f"{cfg.path}: output_mode: {text} (output_mode = {cfg.output_mode!r}; allowed: append, update, "
+            "complete)"
+        ) from None
 
 
 def describe_plan(spark: Any, cfg: PipelineConfig) -> str:
@@ -607,7 +620,7 @@ def describe_plan(spark: Any, cfg: PipelineConfig) -> str:
     lines = [
         f"pipeline {cfg.name} ({cfg.path})",
         f"checkpoint: {cfg.checkpoint}",
-        f"trigger: {cfg.trigger or 'availableNow'}",
+        f"trigger: {cfg.trigger or 'availableNow'}, output mode: {cfg.output_mode}",
         f"spark: master {describe_master(spark)}, config in effect {_effective(spark, cfg.spark_config)}",
         f"source ({cfg.decode}): {mask_secrets(cfg.source_options)}",
         f"view source: {source.schema.simpleString()}",

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
+from pyspark.errors import PySparkException
+
 from sparkafka.errors import ConfigError, RegistryError
 from sparkafka.pipeline.config import PipelineConfig
 from sparkafka.pipeline.plan import build_query, first_line
@@ -154,6 +156,8 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
             failure, code = f"query failed: {first_line(str(query.exception()))}", 1
     except (ConfigError, RegistryError) as e:  # the plan is wrong (SQL, schema, columns, registry)
         failure, code = str(e), 2
+    except PySparkException as e:  # rendered now: once Spark has stopped, str() of it fails
+        failure, code = f"query failed: {first_line(str(e))}", 1
     finally:
         if query is not None and query.isActive:
             query.stop()

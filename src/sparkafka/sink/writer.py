@@ -28,6 +28,7 @@ from sparkafka.errors import ConfigError
 from sparkafka.metrics_files import add_counts, query_sink_path
 from sparkafka.sink.faults import fault_point
 from sparkafka.sink.intents import LogState
+from sparkafka.sink.modes import StreamBatch
 from sparkafka.sink.options import InputColumns, SinkOptions
 from sparkafka.sink.task import TaskResult, write_task
 from sparkafka.sink.twophase import TwoPhaseCommitter, claim_transactional_ids
@@ -156,8 +157,12 @@ class _Writer:
         result = write_task(self._options, self._columns, batches(), task)
         return KafkaCommitMessage(result, streaming_query or query_id)
 
-    def _commit(self, messages: Sequence[WriterCommitMessage | None], batch_id: int) -> None:
-        query_id, results = _results(messages)
+    def _commit(
+        self, messages: Sequence[WriterCommitMessage | None], batch_id: int, query_id: str | None = None
+    ) -> None:
+        """Commit ``batch_id`` of ``query_id`` (default: the query the messages name)."""
+        named, results = _results(messages)
+        query_id = query_id or named
         if self._options.delivery != "exactly_once":
             fault_point("commit_start")
             if query_id is not None:  # tasks flushed (at_least_once) before reporting success
@@ -175,10 +180,13 @@ class _Writer:
             query_id, batch_id, results, self._streaming, recovered=recovered
         )
 
-    def _abort(self, messages: Sequence[WriterCommitMessage | None], batch_id: int) -> None:
+    def _abort(
+        self, messages: Sequence[WriterCommitMessage | None], batch_id: int, query_id: str | None = None
+    ) -> None:
         if self._options.delivery != "exactly_once":
             return
-        query_id, results = _results(messages)
+        named, results = _results(messages)
+        query_id = query_id or named
         TwoPhaseCommitter.for_options(self._options).abort(query_id, batch_id, results)
 
 
@@ -200,18 +208,37 @@ class KafkaStreamWriter(_Writer, DataSourceStreamArrowWriter):
 
 
 class KafkaBatchWriter(_Writer, DataSourceArrowWriter):
-    """``df.write.format("sparkafka")``: one job, committed like one micro-batch (batch id 0)."""
+    """``df.write.format("sparkafka")``: one job, committed like one micro-batch (batch id 0).
 
-    def __init__(self, options: SinkOptions, columns: InputColumns) -> None:
-        """Name the job ``batch-<uuid>``; exactly-once recovery and the owner check run before any task."""
-        self._job = f"batch-{uuid.uuid4()}"
-        super().__init__(options, columns, self._job, False)
+    With ``stream`` it is instead micro-batch ``stream.batch_id`` of streaming query ``stream.query_id``,
+    written from ``foreachBatch`` (update mode, ``sparkafka.sink.modes``): committed, recovered, replayed
+    and owner-checked exactly as the streaming writer does that batch (the intent log cannot tell them
+    apart), so a batch Spark replays after a crash is not written twice.
+    """
+
+    def __init__(
+        self, options: SinkOptions, columns: InputColumns, stream: StreamBatch | None = None
+    ) -> None:
+        """Name the job ``batch-<uuid>`` (or the streaming query); recovery and the owner check run here.
+
+        Made by Spark in a Python worker on the driver before any task starts; pickled for the tasks and
+        for the commit, which runs in another such worker.
+        """
+        self._stream = stream
+        self._job = stream.query_id if stream is not None else f"batch-{uuid.uuid4()}"
+        super().__init__(options, columns, self._job, stream is not None)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return self._write(iterator, self._job)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        self._commit(messages, 0)
+        if self._stream is None:
+            self._commit(messages, 0)
+        else:
+            self._commit(messages, self._stream.batch_id, self._stream.query_id)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        self._abort(messages, 0)
+        if self._stream is None:
+            self._abort(messages, 0)
+        else:
+            self._abort(messages, self._stream.batch_id, self._stream.query_id)

@@ -223,8 +223,12 @@ def _parse_subscription(reader: OptionReader) -> Subscription:
     return Subscription(partitions=parts)
 
 
-def parse_source_options(options: Mapping[str, Any], batch: bool = False) -> SourceOptions:
-    """Validate the source's options; raise ConfigError naming the option and what is allowed."""
+def parse_source_options(options: Mapping[str, Any], batch: bool = False, quiet: bool = False) -> SourceOptions:
+    """Validate the source's options; raise ConfigError naming the option and what is allowed.
+
+    ``batch``: for ``spark.read`` (trigger limits dropped, offsets never committed). ``quiet``: no warning
+    about options a batch read ignores (the data source's ``schema()``, asked for streams and batches alike).
+    """
     reader = OptionReader(options, SOURCE_OPTIONS, "sparkafka source")
     kafka, reset = _kafka_settings(reader)
     group_id = kafka.get("group.id") or None
@@ -238,7 +242,7 @@ def parse_source_options(options: Mapping[str, Any], batch: bool = False) -> Sou
             f"option minOffsetsPerTrigger={min_offsets} is above the maximum per micro-batch "
             f"({max_records}); set it at or below maxOffsetsPerTrigger"
         )
-    if batch and (max_records is not None or min_offsets is not None):
+    if batch and not quiet and (max_records is not None or min_offsets is not None):
         log.warning("maxOffsetsPerTrigger and minOffsetsPerTrigger are ignored by a batch read (spark.read)")
     split = {k: reader.optional_int(k, minimum=1) for k in ("minPartitions", "maxRecordsPerPartition")}
     if any(v is not None for v in split.values()):

@@ -281,3 +281,10 @@ def test_group_id_prefix_names_the_reader_tasks_group_as_in_spark() -> None:
     assert group.startswith("acl-team-")
     assert group.endswith("-executor")
     assert "group.id" not in KafkaStreamReader(parse())._planner._reader_kafka  # the reader's default
+
+
+def test_the_schema_lookup_does_not_warn_of_trigger_limits(caplog: pytest.LogCaptureFixture) -> None:
+    # Spark asks the data source for its schema for readStream too: a stream's limits are not "ignored".
+    with caplog.at_level(logging.WARNING):
+        parse_source_options({**BASE, "maxOffsetsPerTrigger": "5"}, batch=True, quiet=True)
+    assert "ignored by a batch read" not in caplog.text
