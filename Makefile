@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkafka-installed
 
-.PHONY: demo test check lint unit integration kafka bench-source bench-sink bench-latency bench-avro setup check-java clean
+.PHONY: demo test check lint unit integration kafka spark-kafka bench-vs-spark bench-source bench-sink bench-latency bench-avro setup check-java clean
 
 setup: $(STAMP) check-java kafka
 
@@ -13,6 +13,11 @@ setup: $(STAMP) check-java kafka
 # into ~/.cache/sparkafka once; a second run downloads nothing. `make demo` and `make test` run on it.
 kafka: $(STAMP) check-java
 	@$(PY) -m sparkafka.local.kafka_dist
+
+# Spark's own Kafka connector (format("kafka")), pinned and checksummed (src/sparkafka/local/spark_kafka): a
+# test and benchmark dependency only, for the side-by-side tests and bench/vs_spark.py.
+spark-kafka: $(STAMP) check-java
+	@$(PY) -m sparkafka.local.spark_kafka_dist
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: Python 3.11+ is required (found " + sys.version.split()[0] + ")")'
@@ -34,18 +39,18 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests bench
 	$(VENV)/bin/mypy
 
-test: setup lint
+test: setup spark-kafka lint
 	$(PY) -m pytest tests --durations=12
 
 # The inner loop: lint, unit tests, and the integration tests without the chaos and cluster suites.
-check: setup lint
+check: setup spark-kafka lint
 	$(PY) -m pytest tests/unit -q
 	$(PY) -m pytest tests/integration -m "not chaos and not cluster"
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit -q
 
-integration: setup
+integration: setup spark-kafka
 	$(PY) -m pytest tests/integration
 
 bench-source: setup
@@ -59,6 +64,10 @@ bench-latency: setup
 
 bench-avro: setup
 	$(PY) bench/avro_decode.py
+
+# sparkafka side by side with Spark's own format("kafka") on Apache Kafka: source, latency, sink (ratios).
+bench-vs-spark: setup spark-kafka
+	$(PY) bench/vs_spark.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -115,11 +115,19 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     Failed tasks are retried (up to 3 attempts), as on a cluster: on tansu, a librdkafka consumer that
     read a topic which is then deleted can crash its Python worker (measured with confluent-kafka 2.16);
     Spark's retry runs in a fresh worker with a fresh consumer.
+
+    Spark's own Kafka connector is on ``spark.jars`` (installed by the setup, pinned and checksummed:
+    ``sparkafka.local.spark_kafka_dist``), so the side-by-side tests can read and write with
+    ``format("kafka")`` in the same session.
     """
     from sparkafka.local.spark import local_spark, stop_spark
+    from sparkafka.local.spark_kafka_dist import spark_jars
 
     session = local_spark(
-        master="local[2,3]", scratch=str(tmp_path_factory.mktemp("spark")), app_name="sparkafka-tests"
+        master="local[2,3]",
+        scratch=str(tmp_path_factory.mktemp("spark")),
+        app_name="sparkafka-tests",
+        config={"spark.jars": spark_jars(quiet=False)},
     )
     try:
         yield session

@@ -137,7 +137,8 @@ class _Columns:
         if self.include_headers:
             for m in msgs:
                 hs = m.headers()
-                self.headers.append([{"key": k, "value": v} for k, v in hs] if hs else [])
+                # No headers: null, as Spark's connector gives (KafkaRecordToRowConverter), not [].
+                self.headers.append([{"key": k, "value": v} for k, v in hs] if hs else None)
 
     def build(self, schema: pa.Schema) -> pa.RecordBatch:
         arrays = [

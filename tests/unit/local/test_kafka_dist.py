@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sparkafka.errors import BrokerError
-from sparkafka.local import kafka_dist
+from sparkafka.local import kafka_dist, maven_dist, spark_kafka_dist
 
 DATA = Path(kafka_dist.__file__).parent / "apache_kafka"
 
@@ -26,7 +26,7 @@ def test_pom_and_module_pin_the_same_kafka_version() -> None:
 
 
 def test_checksum_list_names_the_broker_jars_once_each_with_sha256() -> None:
-    sums = kafka_dist.expected_checksums()
+    sums = kafka_dist.KAFKA.expected_checksums()
     assert f"kafka_2.13-{kafka_dist.KAFKA_VERSION}.jar" in sums
     for module in ("kafka-server", "kafka-storage", "kafka-raft", "kafka-metadata", "kafka-clients"):
         assert f"{module}-{kafka_dist.KAFKA_VERSION}.jar" in sums
@@ -45,8 +45,10 @@ def test_an_installed_and_verified_copy_is_used_without_maven(
     (libs / "a.jar").write_bytes(b"a")
     import hashlib
 
-    monkeypatch.setattr(kafka_dist, "expected_checksums", lambda: {"a.jar": hashlib.sha256(b"a").hexdigest()})
-    monkeypatch.setattr(kafka_dist.shutil, "which", lambda _: None)  # no mvn: it must not be needed
+    monkeypatch.setattr(
+        maven_dist.MavenDist, "expected_checksums", lambda _: {"a.jar": hashlib.sha256(b"a").hexdigest()}
+    )
+    monkeypatch.setattr(maven_dist.shutil, "which", lambda _: None)  # no mvn: it must not be needed
     assert kafka_dist.install(quiet=True) == libs
     assert kafka_dist.installed_libs() == libs  # the stamp is written: later runs read one file
     (libs / "a.jar").write_bytes(b"tampered")
@@ -77,3 +79,20 @@ def test_offline_machine_gets_one_line_naming_what_could_not_be_fetched(tmp_path
     assert f"org.apache.kafka:kafka_2.13:{kafka_dist.KAFKA_VERSION}" in last
     assert "Traceback" not in done.stderr
     assert not (tmp_path / f"kafka-{kafka_dist.KAFKA_VERSION}" / "libs").exists()  # nothing half-installed
+
+
+def test_spark_connector_pin_names_the_four_jars_spark_lacks() -> None:
+    pom = (Path(spark_kafka_dist.__file__).parent / "spark_kafka" / "pom.xml").read_text()
+    pinned = re.search(
+        r"<artifactId>spark-sql-kafka-0-10_2\.13</artifactId>\s*<version>([^<]+)</version>", pom
+    )
+    assert pinned is not None
+    assert pinned.group(1) == spark_kafka_dist.SPARK_KAFKA_VERSION
+    sums = spark_kafka_dist.SPARK_KAFKA.expected_checksums()
+    version = spark_kafka_dist.SPARK_KAFKA_VERSION
+    assert {
+        f"spark-sql-kafka-0-10_2.13-{version}.jar",
+        f"spark-token-provider-kafka-0-10_2.13-{version}.jar",
+    } < set(sums)
+    assert len(sums) == 4
+    assert all(re.fullmatch(r"[0-9a-f]{64}", d) for d in sums.values())
