@@ -86,6 +86,20 @@ def next_messages(consumer: Any) -> list[Any]:
     return [first] if first is not None else []
 
 
+def _end(consumer: Any, tp: CTopicPartition) -> int:
+    """The partition's end offset; a topic created a moment ago may not have a leader yet: asked again."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(tp, 10)[1])
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 class Receiver(threading.Thread):
     """read_committed consumer on the output topic from its current end; latency = now - sent time."""
 
@@ -100,7 +114,7 @@ class Receiver(threading.Thread):
                 "fetch.wait.max.ms": 10,
             }
         )
-        ends = [self._consumer.get_watermark_offsets(CTopicPartition(topic, p), 10)[1] for p in range(2)]
+        ends = [_end(self._consumer, CTopicPartition(topic, p)) for p in range(PARTITIONS)]
         self._consumer.assign([CTopicPartition(topic, p, ends[p]) for p in range(PARTITIONS)])
         self._halt = threading.Event()
         self.samples: list[tuple[float, float]] = []
