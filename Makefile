@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkafka-installed
 
-.PHONY: demo test check lint unit integration kafka spark-kafka bench-vs-spark bench-source bench-sink bench-latency bench-avro setup check-java clean
+.PHONY: demo test check lint unit integration kafka spark-kafka bench-vs-spark bench-read-path bench-source bench-sink bench-latency bench-avro setup check-java clean
 
 setup: $(STAMP) check-java kafka
 
@@ -61,6 +61,9 @@ bench-sink: setup
 
 bench-latency: setup
 	$(PY) bench/latency.py
+
+bench-read-path: setup
+	$(PY) bench/read_path.py
 
 bench-avro: setup
 	$(PY) bench/avro_decode.py

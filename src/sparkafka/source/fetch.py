@@ -81,6 +81,10 @@ def _consumer(conf: Mapping[str, str]) -> Any:
     settings.setdefault("group.id", "sparkafka-reader")
     # Bigger fetches per partition: a task reads known ranges to the end, so larger requests only help.
     settings.setdefault("max.partition.fetch.bytes", str(8 * 1024 * 1024))
+    # Keep fetching while the Python side drains the queue: at librdkafka's default (100,000 messages)
+    # the prefetch pauses and resumes in steps, and a task read at 0.6 x the rate it reaches with a
+    # queue of 1,000,000 (bench/read_path.py; memory stays bounded by queued.max.messages.kbytes).
+    settings.setdefault("queued.min.messages", "1000000")
     # Short: the fetch past a range's end is held this long, and the next partition's requests queue
     # behind it on the connection (see broker_gaps for the brokers where it must be longer).
     settings["fetch.wait.max.ms"] = broker_gaps.fetch_wait_ms(conf)
