@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from sparkafka.clients import new_kafka_python_client
+from sparkafka.client.core import new_kafka_python_client
 from sparkafka.errors import BrokerError
 
 __all__ = [

@@ -96,7 +96,7 @@ def first_contact(
         metadata_timeout_ms: ``metadataTimeoutMs`` as parsed.
         admin: the AdminClient to ask; default the process's cached one (tests pass a fake).
     """
-    from sparkafka.clients import AdminMetadata
+    from sparkafka.client.metadata import AdminMetadata
 
     explicit = any(str(k).lower() == "metadatatimeoutms" for k in options)
     timeout_s = metadata_timeout_ms / 1000 if explicit else min(FIRST_CONTACT_S, metadata_timeout_ms / 1000)
@@ -116,7 +116,7 @@ def first_contact(
         if callable(getattr(inner, "str", None)):  # the KafkaError of a KafkaException: its own words
             reason = inner.str()
         servers = kafka.get("bootstrap.servers")
-        raise BrokerError(  # the client layer's one wording (``clients.broker_error``), then the advice
+        raise BrokerError(  # the client layer's one wording (``client.core.broker_error``), then the advice
             f"listing topics failed against bootstrap servers {servers} (option kafka.bootstrap.servers): "
             f"no Kafka broker answered within {timeout_s:g} s; is it running, and is the address right? "
             f"(librdkafka: {reason})"

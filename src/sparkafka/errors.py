@@ -29,7 +29,7 @@ class ConfigError(SparkafkaError, ValueError):
 class BrokerError(SparkafkaError):
     """The Kafka broker could not be reached, or answered with an error we cannot work around.
 
-    Retriable broker errors never reach the user as this: the client layer (``sparkafka.clients``) retries
+    Retriable broker errors never reach the user as this: the client layer (``sparkafka.client.core``) retries
     them until the caller's timeout, and only then raises this, naming the bootstrap servers.
     """
 

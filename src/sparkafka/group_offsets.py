@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from sparkafka.broker_gaps import looks_like_kafka_cluster_id
-from sparkafka.clients import AdminMetadata, admin_client, with_retries
+from sparkafka.client.broker_gaps import looks_like_kafka_cluster_id
+from sparkafka.client.core import admin_client, with_retries
+from sparkafka.client.metadata import AdminMetadata
+from sparkafka.client.probes import Capability, probe_offsets_for_times
 from sparkafka.errors import ConfigError
-from sparkafka.probes import Capability, probe_offsets_for_times
 from sparkafka.source.planning import offsets_from_json
 from sparkafka.structs import TopicPartition
 

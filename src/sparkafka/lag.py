@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sparkafka.clients import AdminMetadata
+from sparkafka.client.metadata import AdminMetadata
 from sparkafka.errors import ConfigError
 from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS
 from sparkafka.structs import TopicPartition

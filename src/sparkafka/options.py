@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from sparkafka.clientconf import check_librdkafka_settings, close_librdkafka_property, from_java_names
+from sparkafka.client.conf import check_librdkafka_settings, close_librdkafka_property, from_java_names
 from sparkafka.errors import ConfigError
 
 __all__ = ["DEFAULT_METADATA_TIMEOUT_MS", "OptionReader"]

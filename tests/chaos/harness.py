@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from sparkafka.clients import admin_client, close_all
+from sparkafka.client.core import admin_client, close_all
 from sparkafka.kafka import coordinator_partition
 from sparkafka.local.kafka_broker import ApacheKafka
 from sparkafka.local.procs import GroupProcess

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkafka.clients import admin_client, close_all
+from sparkafka.client.core import admin_client, close_all
 from sparkafka.local.cluster import spark_home
 from sparkafka.local.kafka_broker import ApacheKafka
 from sparkafka.local.procs import GroupProcess

@@ -61,7 +61,7 @@ def test_reads_the_end_of_a_partition_the_broker_cannot_list_within_a_short_fetc
     """tansu returns nothing to a fetch whose max wait ends before it has listed the partition's batches
     (``broker_gaps``); with a 1 ms first wait, 6,000 one-record batches are enough to show it (measured).
     The reader and the end-offset lookup raise the wait and read on, from where they got to."""
-    from sparkafka import broker_gaps
+    from sparkafka.client import broker_gaps
 
     monkeypatch.setattr(broker_gaps, "FETCH_WAITS_MS", (1, 100, 1000))
     monkeypatch.setattr(broker_gaps, "_wait_level", {})

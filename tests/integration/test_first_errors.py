@@ -161,7 +161,7 @@ def test_a_wrong_address_fails_load_in_seconds_without_librdkafka_noise(tmp_path
 
 RATE_LIMITED = """
 import sys, time
-from sparkafka.clients import admin_client
+from sparkafka.client.core import admin_client
 
 admin = admin_client({"bootstrap.servers": sys.argv[1], "reconnect.backoff.ms": "10"})
 deadline = time.monotonic() + 4

@@ -149,7 +149,7 @@ def held_back(kafka: Kafka, topic: str, partitions: int) -> int:
     from confluent_kafka import TopicPartition as CTopicPartition
     from confluent_kafka.admin import OffsetSpec
 
-    from sparkafka.clients import admin_client
+    from sparkafka.client.core import admin_client
 
     admin = admin_client(kafka.conf)  # the process's client: it outlives the futures
     wanted = {CTopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}

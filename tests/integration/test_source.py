@@ -359,7 +359,7 @@ def test_default_producer_records_are_all_read_and_counted_by_lag(
     spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], checkpoint: str
 ) -> None:
     """An ordinary producer batches records; every one is read and counted, even on the embedded broker
-    (whose ListOffsets(latest) sees only the first record of a batch: sparkafka.broker_gaps)."""
+    (whose ListOffsets(latest) sees only the first record of a batch: sparkafka.client.broker_gaps)."""
     from confluent_kafka import Producer
 
     from sparkafka.lag import fetch_group_lag

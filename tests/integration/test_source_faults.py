@@ -12,7 +12,7 @@ from typing import Any
 
 from confluent_kafka.admin import NewTopic
 
-from sparkafka.clients import admin_client
+from sparkafka.client.core import admin_client
 from sparkafka.local.kafka_broker import ApacheKafka
 from tests.support.kafka import produce
 from tests.support.queries import memory_query, memory_values, source

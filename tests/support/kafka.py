@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sparkafka.clients import admin_client
+from sparkafka.client.core import admin_client
 from sparkafka.committed_view import RawRecord, committed_view
 from sparkafka.local.tansu_workarounds import exact_latest_producer_conf
 from sparkafka.structs import TopicPartition, committed_offsets

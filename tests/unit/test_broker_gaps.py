@@ -8,7 +8,7 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from sparkafka import broker_gaps
+from sparkafka.client import broker_gaps
 from sparkafka.errors import BrokerError
 from sparkafka.structs import TopicPartition
 

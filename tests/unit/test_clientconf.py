@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkafka.clientconf import (
+from sparkafka.client.conf import (
     _KAFKA_PYTHON_KEYS,
     check_kafka_python_config,
     is_secret_key,

@@ -10,11 +10,10 @@ import kafka.errors
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from sparkafka import broker_gaps
-from sparkafka.clients import (
+from sparkafka.client import broker_gaps
+from sparkafka.client.core import (
     DEFAULT_TIMEOUT_S,
     LEADER_ELECTION_S,
-    AdminMetadata,
     cached,
     error_code,
     is_leaderless,
@@ -22,6 +21,7 @@ from sparkafka.clients import (
     learn_topics,
     with_retries,
 )
+from sparkafka.client.metadata import AdminMetadata
 from sparkafka.errors import BrokerError, PartitionsGoneError
 from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS
 from sparkafka.sink.intents import IntentLog

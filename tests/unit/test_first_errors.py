@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from sparkafka import clients, librdkafka_log
-from sparkafka.clientconf import check_librdkafka_settings, close_librdkafka_property
+from sparkafka.client import core as clients
+from sparkafka.client import log as librdkafka_log
+from sparkafka.client.conf import check_librdkafka_settings, close_librdkafka_property
 from sparkafka.datasource import HIDE_TRACEBACK_ENV, first_contact, sentence_errors
 from sparkafka.errors import BrokerError, ConfigError
 from sparkafka.pipeline.config import load_pipeline
@@ -294,9 +295,9 @@ def test_accepted_settings_pass_and_make_no_client() -> None:
 
 def test_a_refused_secret_value_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
     # librdkafka takes any string for its secrets today; should it refuse one, it would quote the value.
-    import sparkafka.clientconf
+    import sparkafka.client.conf
 
-    monkeypatch.setattr(sparkafka.clientconf, "_offer", lambda k, v: f'Invalid value "{v}" for "{k}"')
+    monkeypatch.setattr(sparkafka.client.conf, "_offer", lambda k, v: f'Invalid value "{v}" for "{k}"')
     with pytest.raises(ConfigError) as raised:
         check_librdkafka_settings({"sasl.password": "hunter2-canary"})
     assert str(raised.value) == (
@@ -516,7 +517,9 @@ def test_a_setting_librdkafka_refuses_at_client_creation_is_one_sentence_at_load
     def refuse(_conf: object) -> None:  # what librdkafka answers for a CA file that is not there (measured)
         raise KafkaException(KafkaError(KafkaError._INVALID_ARG, said))
 
-    monkeypatch.setattr(clients, "admin_client", refuse)
+    from sparkafka.client import metadata
+
+    monkeypatch.setattr(metadata, "admin_client", refuse)  # what AdminMetadata makes its client with
     kafka = {"bootstrap.servers": "127.0.0.1:9", "security.protocol": "SSL", "ssl.ca.location": "/no/ca.pem"}
     with pytest.raises(
         ConfigError, match=r"could not be made with these kafka\.\* settings: .*ssl\.ca\.location"

@@ -73,11 +73,11 @@ def recorders(monkeypatch: pytest.MonkeyPatch) -> None:
     import confluent_kafka.admin
     import kafka.net.compat
 
-    import sparkafka.clients
+    import sparkafka.client.core
 
     built.clear()
-    monkeypatch.setattr(sparkafka.clients, "_cache", {})  # every client is built anew under the recorders
-    monkeypatch.setattr(sparkafka.clients, "_closers", {})
+    monkeypatch.setattr(sparkafka.client.core, "_cache", {})  # every client is built anew under the recorders
+    monkeypatch.setattr(sparkafka.client.core, "_closers", {})
     monkeypatch.setattr(confluent_kafka, "Producer", Producer)
     monkeypatch.setattr(confluent_kafka, "Consumer", Consumer)
     monkeypatch.setattr(confluent_kafka.admin, "AdminClient", AdminClient)

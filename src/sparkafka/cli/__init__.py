@@ -116,7 +116,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from sparkafka.probes import IMPACT, PROBES, probe_broker
+    from sparkafka.client.probes import IMPACT, PROBES, probe_broker
 
     conf = {"bootstrap.servers": args.bootstrap_servers}
     console = Console()

@@ -1,6 +1,6 @@
 """``sparkafka topics``: list, create and describe topics, beside ``lag`` and ``offsets``.
 
-Runs in the CLI's process, against the brokers only, through the client layer (``clients.admin_client``
+Runs in the CLI's process, against the brokers only, through the client layer (``client.core.admin_client``
 and ``with_retries``: retriable answers are retried within the timeout). Every lookup asks for the
 metadata of all topics, never of one by name: a Metadata request naming a topic creates it on a broker
 with ``auto.create.topics.enable=true`` (Apache Kafka's default), and a ``describe`` of a misspelt name
@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkafka.clients import AdminMetadata, admin_client, error_code, is_retriable, with_retries
+from sparkafka.client.core import admin_client, error_code, is_retriable, with_retries
+from sparkafka.client.metadata import AdminMetadata
 from sparkafka.errors import BrokerError, ConfigError
 from sparkafka.structs import INTERNAL_TOPIC_PREFIX, TopicPartition
 
@@ -265,7 +266,7 @@ def _topic_configs(conf: Mapping[str, str], name: str, timeout_s: float) -> tupl
     """The configs set on the topic itself (DescribeConfigs), or None and why not."""
     from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
 
-    from sparkafka.clientconf import is_secret_key
+    from sparkafka.client.conf import is_secret_key
 
     admin = admin_client(conf)
 

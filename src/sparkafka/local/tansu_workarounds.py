@@ -1,8 +1,9 @@
 """Work-arounds for the embedded broker's (tansu 0.6) known gaps: the one place the demo and tests use them.
 
 Product code never calls these: it must be correct on Apache Kafka, and meets tansu's ListOffsets gap in
-``sparkafka.broker_gaps`` (end offsets resolved by fetching). These let tests and the demo produce data whose
-ListOffsets answers are exact anyway, and give the chaos harness an independent view of the log ends.
+``sparkafka.client.broker_gaps`` (end offsets resolved by fetching). These let tests and the demo
+produce data whose ListOffsets answers are exact anyway, and give the chaos harness an independent view
+of the log ends.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from sparkafka.clientconf import mask_secrets
+from sparkafka.client.conf import mask_secrets
 from sparkafka.errors import ConfigError
 from sparkafka.pipeline.config import FALLIBLE, PipelineConfig
 from sparkafka.pipeline.progress import MALFORMED_METRIC

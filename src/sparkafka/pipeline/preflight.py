@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sparkafka.clients import AdminMetadata
+from sparkafka.client.metadata import AdminMetadata
 from sparkafka.errors import BrokerError, ConfigError
 from sparkafka.pipeline.config import PipelineConfig
 

@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sparkafka.clientconf import against_servers
-from sparkafka.clients import new_producer
+from sparkafka.client.conf import against_servers
+from sparkafka.client.core import new_producer
 from sparkafka.errors import TransactionError
 
 __all__ = ["open_transactional_producer", "parse_acquired_pid"]

@@ -29,9 +29,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar, get_args
 
-from sparkafka.clientconf import against_servers
-from sparkafka.clients import (
-    AdminMetadata,
+from sparkafka.client.conf import against_servers
+from sparkafka.client.core import (
     admin_client,
     is_retriable,
     new_consumer,
@@ -39,6 +38,7 @@ from sparkafka.clients import (
     next_messages,
     with_retries,
 )
+from sparkafka.client.metadata import AdminMetadata
 from sparkafka.errors import BrokerError
 from sparkafka.sink.txn_control import TxnHandle
 from sparkafka.structs import INTERNAL_TOPIC_PREFIX, TopicPartition

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from sparkafka.clientconf import check_kafka_python_config, check_librdkafka_settings
+from sparkafka.client.conf import check_kafka_python_config, check_librdkafka_settings
 from sparkafka.errors import ConfigError
 from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS, OptionReader
 

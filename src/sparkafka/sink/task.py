@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkafka.clients import cached, new_producer, with_retries
+from sparkafka.client.core import cached, new_producer, with_retries
 from sparkafka.errors import BrokerError
 from sparkafka.sink.identity import open_transactional_producer
 from sparkafka.sink.options import InputColumns, SinkOptions

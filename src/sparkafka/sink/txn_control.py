@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sparkafka.clientconf import against_servers
-from sparkafka.clients import new_kafka_python_client
+from sparkafka.client.conf import against_servers
+from sparkafka.client.core import new_kafka_python_client
 from sparkafka.errors import TransactionError
 
 __all__ = ["TxnController", "TxnHandle", "TxnOutcome", "classify"]

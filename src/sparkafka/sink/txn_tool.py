@@ -18,7 +18,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sparkafka.clients import new_kafka_python_admin
+from sparkafka.client.core import new_kafka_python_admin
 from sparkafka.errors import ConfigError
 from sparkafka.sink.intents import IntentLog, IntentRecord, LogState, intent_topic
 from sparkafka.sink.options import SinkOptions, parse_sink_options

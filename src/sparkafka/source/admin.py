@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkafka.clients import AdminMetadata
+from sparkafka.client.metadata import AdminMetadata
 from sparkafka.source.options import Subscription
 from sparkafka.structs import TopicPartition
 

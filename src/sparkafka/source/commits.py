@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sparkafka.clients import new_consumer, with_retries
+from sparkafka.client.core import new_consumer, with_retries
 from sparkafka.metrics_files import default_metrics_path, read_json, write_json_atomically
 from sparkafka.source.options import CommitMode
 from sparkafka.structs import TopicPartition, committed_offsets

@@ -20,8 +20,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkafka import broker_gaps
-from sparkafka.clients import (
+from sparkafka.client import broker_gaps
+from sparkafka.client.core import (
     DEFAULT_TIMEOUT_S,
     LEADER_ELECTION_S,
     cached,

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from sparkafka.clientconf import check_librdkafka_settings
+from sparkafka.client.conf import check_librdkafka_settings
 from sparkafka.errors import ConfigError
 from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS, OptionReader
 from sparkafka.structs import INTERNAL_TOPIC_PREFIX, TopicPartition
@@ -223,7 +223,9 @@ def _parse_subscription(reader: OptionReader) -> Subscription:
     return Subscription(partitions=parts)
 
 
-def parse_source_options(options: Mapping[str, Any], batch: bool = False, quiet: bool = False) -> SourceOptions:
+def parse_source_options(
+    options: Mapping[str, Any], batch: bool = False, quiet: bool = False
+) -> SourceOptions:
     """Validate the source's options; raise ConfigError naming the option and what is allowed.
 
     ``batch``: for ``spark.read`` (trigger limits dropped, offsets never committed). ``quiet``: no warning

@@ -69,7 +69,7 @@ class LeaderlessThenFine:
 
 
 def test_the_log_start_lookup_rides_through_a_leader_election() -> None:
-    from sparkafka.clients import LEADER_ELECTION_S
+    from sparkafka.client.core import LEADER_ELECTION_S
     from sparkafka.source.fetch import OffsetRange, _check_start
 
     consumer = LeaderlessThenFine([KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError._DESTROY_BROKER])

@@ -268,7 +268,7 @@ def run_demo(  # noqa: PLR0915 - one narrated scenario, step by step
     from confluent_kafka.admin import NewTopic
 
     import sparkafka
-    from sparkafka.clients import admin_client, close_all
+    from sparkafka.client.core import admin_client, close_all
     from sparkafka.committed_view import committed_view
     from sparkafka.lag import fetch_group_lag
     from sparkafka.local.broker import EmbeddedBroker

@@ -1,6 +1,6 @@
 """librdkafka's own log lines, through one Python logger with a rate limit.
 
-Every client sparkafka makes (``clients``) gets ``LIBRDKAFKA_LOG`` as confluent-kafka's ``logger``; the
+Every client sparkafka makes (``client.core``) gets ``LIBRDKAFKA_LOG`` as confluent-kafka's ``logger``; the
 ``RateLimit`` filter on it lets at most three lines of a kind through per minute, counting the rest. Runs
 in whichever process makes a client: the driver, the Python workers. Measured before: a wrong bootstrap
 address printed 581 "Connection refused" lines in 30 s (about 20 a second).

@@ -27,7 +27,7 @@ cost. Any other broker gets one probe: two records in one batch into a private t
 the probe topic (authorization) is trusted.
 
 **Leader elections** (a broker dying) are ridden through as everywhere in the client layer
-(``clients.is_leaderless``): the probe's broker calls are retried, and a fetch to the end of a partition
+(``core.is_leaderless``): the probe's broker calls are retried, and a fetch to the end of a partition
 waits out leaderless answers until its deadline.
 """
 
@@ -40,7 +40,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from sparkafka.clients import (
+from sparkafka.client.core import (
     DEFAULT_TIMEOUT_S,
     LEADER_ELECTION_S,
     admin_client,

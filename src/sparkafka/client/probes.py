@@ -14,7 +14,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkafka.clients import admin_client, new_consumer, new_kafka_python_client, new_producer, with_retries
+from sparkafka.client.core import (
+    admin_client,
+    new_consumer,
+    new_kafka_python_client,
+    new_producer,
+    with_retries,
+)
 
 __all__ = ["IMPACT", "PROBES", "Capability", "probe_all", "probe_broker"]
 

@@ -1,9 +1,10 @@
 """The one Kafka client layer: construction, per-process caches, retries, and how failures are worded.
 
 Every driver-side broker call (metadata, ListOffsets, group offsets, topic lookups, the intent log, lag)
-goes through ``AdminMetadata`` or ``with_retries`` here, so Kafka's retriable errors (a new topic whose
-leaders are not known everywhere yet, a coordinator moving, a broker restarting) are retried with backoff
-until the caller's timeout (``metadataTimeoutMs``), and then fail with one wording:
+goes through ``with_retries`` here (or ``client.metadata.AdminMetadata``, built on it), so Kafka's
+retriable errors (a new topic whose leaders are not known everywhere yet, a coordinator moving, a broker
+restarting) are retried with backoff until the caller's timeout (``metadataTimeoutMs``), and then fail
+with one wording:
 ``<what> failed against bootstrap servers <servers>: <error>``.
 
 **Leader elections.** When a broker dies, its partitions and coordinators answer without a leader until
@@ -18,7 +19,7 @@ sink's intent log lookup at once with that ``_NOENT``).
 Clients are cached per process and per settings (``cached``): Spark reuses Python workers across tasks
 and micro-batches, and a confluent-kafka client must stay referenced until its futures resolve.
 
-**librdkafka's own log lines** go to the Python logger ``sparkafka.librdkafka`` (``librdkafka_log``), never
+**librdkafka's own log lines** go to the Python logger ``sparkafka.librdkafka`` (``client.log``), never
 straight to stderr: every client is made here with it as confluent-kafka's ``logger``.
 """
 
@@ -32,15 +33,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from sparkafka.clientconf import against_servers
-from sparkafka.errors import BrokerError, PartitionsGoneError
-from sparkafka.librdkafka_log import logged
-from sparkafka.structs import TopicPartition, committed_offsets
+from sparkafka.client.conf import against_servers
+from sparkafka.client.log import logged
+from sparkafka.errors import BrokerError
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "LEADER_ELECTION_S",
-    "AdminMetadata",
     "admin_client",
     "admin_settings",
     "broker_error",
@@ -52,6 +51,7 @@ __all__ = [
     "new_kafka_python_admin",
     "new_kafka_python_client",
     "new_producer",
+    "raise_leaderless",
     "with_retries",
 ]
 
@@ -172,7 +172,7 @@ def is_retriable(error: BaseException | Any) -> bool:
     return flag is True or isinstance(error, TimeoutError)
 
 
-def _raise_leaderless(partitions: Iterable[Any]) -> None:
+def raise_leaderless(partitions: Iterable[Any]) -> None:
     """Raise the first leaderless per-partition error of an admin result, so that the retry asks again.
 
     ``partitions``: confluent-kafka TopicPartitions whose ``error`` is a KafkaError or None (a group's
@@ -359,7 +359,7 @@ def new_kafka_python_client(conf: Mapping[str, str]) -> Any:
     """kafka-python's network client, for the protocol steps librdkafka lacks (EndTxn, raw fetches)."""
     from kafka.net.compat import KafkaNetClient
 
-    from sparkafka.clientconf import to_kafka_python_config
+    from sparkafka.client.conf import to_kafka_python_config
 
     return KafkaNetClient(**to_kafka_python_config(conf))
 
@@ -368,7 +368,7 @@ def new_kafka_python_admin(conf: Mapping[str, str], timeout_s: float) -> Any:
     """kafka-python's admin client (ListTransactions / DescribeTransactions)."""
     from kafka import KafkaAdminClient
 
-    from sparkafka.clientconf import to_kafka_python_config
+    from sparkafka.client.conf import to_kafka_python_config
 
     return KafkaAdminClient(**to_kafka_python_config(conf), request_timeout_ms=int(timeout_s * 1000))
 
@@ -393,226 +393,3 @@ def admin_client(conf: Mapping[str, str]) -> Any:
         return client
 
     return cached("admin", settings, make)
-
-
-Offsets = dict[TopicPartition, int]
-
-
-class AdminMetadata:
-    """Cluster lookups for the driver, every one retried (``with_retries``) within ``timeout_s``.
-
-    Not picklable on purpose: create it where it is used (the client is cached per process).
-
-    Args:
-        conf: librdkafka settings (``kafka.*`` options without the prefix).
-        timeout_s: bound on each lookup, retries included; an unreachable broker fails within it, naming
-            the bootstrap servers. Keep it well above ``LEADER_ELECTION_S`` (see ``DEFAULT_TIMEOUT_S``).
-        clock, sleep: injectable for tests of the retry policy.
-        admin: the AdminClient to use; default the process's cached one for ``conf`` (``admin_client``).
-    """
-
-    def __init__(
-        self,
-        conf: Mapping[str, str],
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-        admin: Any = None,
-    ) -> None:
-        """Keep the settings and the client; nothing is asked of the broker yet."""
-        self._conf = dict(conf)
-        self._timeout_s = timeout_s
-        self._clock = clock
-        self._sleep = sleep
-        self._read_committed = conf.get("isolation.level", "read_committed") == "read_committed"
-        self._admin = admin if admin is not None else admin_client(conf)
-
-    def _retry(self, what: str, call: Callable[[float], T]) -> T:
-        return with_retries(what, self._conf, call, self._timeout_s, clock=self._clock, sleep=self._sleep)
-
-    def topics(self) -> dict[str, int]:
-        """Every topic the cluster has, with its partition count (internal ``__`` topics left out)."""
-        metadata = self._retry("listing topics", lambda left: self._admin.list_topics(timeout=left))
-        out: dict[str, int] = {}
-        for name, topic in metadata.topics.items():
-            if name.startswith("__") or topic.error is not None:
-                continue
-            out[name] = len(topic.partitions)
-        return out
-
-    def replicas(self) -> tuple[int, dict[str, int]]:
-        """Broker count, and per topic its smallest replica count."""
-        metadata = self._retry("listing topics", lambda left: self._admin.list_topics(timeout=left))
-        counts = {
-            name: min((len(p.replicas) for p in topic.partitions.values()), default=0)
-            for name, topic in metadata.topics.items()
-            if topic.error is None
-        }
-        return len(metadata.brokers), counts
-
-    def _list_offsets(self, specs: dict[TopicPartition, Any], what: str) -> Offsets:
-        """ListOffsets, retrying only the partitions that answered a retriable error.
-
-        Each request is cut off after ``LEADER_ELECTION_S`` (it may be waiting for a dead leader). When a
-        partition answers UNKNOWN_TOPIC_OR_PARTITION or a leaderless error (``is_leaderless``; librdkafka's
-        "No leaders found" also means a deleted topic), the metadata is asked before retrying: a topic it
-        no longer has is reported gone (``PartitionsGoneError``, at once); otherwise the topic was just
-        created or its partitions are between leaders, and the refreshed metadata lets the retry reach the
-        new leaders.
-        """
-        from confluent_kafka import IsolationLevel
-        from confluent_kafka import TopicPartition as CTopicPartition
-
-        level = IsolationLevel.READ_COMMITTED if self._read_committed else IsolationLevel.READ_UNCOMMITTED
-        found: Offsets = {}
-        todo = dict(specs)
-
-        def attempt(left: float) -> Offsets:
-            request = {CTopicPartition(tp.topic, tp.partition): spec for tp, spec in todo.items()}
-            futures = self._admin.list_offsets(
-                request, isolation_level=level, request_timeout=min(left, LEADER_ELECTION_S)
-            )
-            failed: list[BaseException] = []
-            doubtful: set[TopicPartition] = set()
-            for ctp, future in futures.items():
-                tp = TopicPartition(ctp.topic, ctp.partition)
-                try:
-                    found[tp] = int(future.result(left).offset)
-                    todo.pop(tp, None)
-                except Exception as e:  # noqa: BLE001 - per-partition KafkaException: classified by the retry policy
-                    if error_code(e) == UNKNOWN_TOPIC_OR_PARTITION or is_leaderless(e):
-                        doubtful.add(tp)
-                    failed.append(e)
-            if doubtful:
-                present = self._present_topics(min(left, LEADER_ELECTION_S))
-                gone = {tp for tp in doubtful if tp.topic not in present}
-                if gone:
-                    raise PartitionsGoneError(
-                        gone,
-                        f"looking up {what} offsets {against_servers(self._conf)}: "
-                        f"{', '.join(map(str, sorted(gone)))} no longer exist (topic deleted)",
-                    )
-            if failed:  # a non-retriable error first: it fails the lookup at once
-                raise next((e for e in failed if not is_retriable(e)), failed[0])
-            return found
-
-        if not specs:
-            return {}
-        return self._retry(f"looking up {what} offsets", attempt)
-
-    def _present_topics(self, timeout_s: float) -> set[str]:
-        """The topics the cluster's metadata has; asking refreshes the client's metadata cache too.
-
-        Not retried here: it runs inside a retried attempt. A topic listed with an error other than
-        UNKNOWN_TOPIC_OR_PARTITION (say, no leader yet) is present.
-        """
-        metadata = self._admin.list_topics(timeout=timeout_s)
-        return {
-            name
-            for name, topic in metadata.topics.items()
-            if topic.error is None or error_code(topic.error) != UNKNOWN_TOPIC_OR_PARTITION
-        }
-
-    def earliest(self, tps: Iterable[TopicPartition]) -> Offsets:
-        """The first offset still in the log of each partition (ListOffsets earliest)."""
-        from confluent_kafka.admin import OffsetSpec
-
-        return self._list_offsets({tp: OffsetSpec.earliest() for tp in tps}, "earliest")
-
-    def latest(self, tps: Iterable[TopicPartition]) -> Offsets:
-        """The end of each partition as this isolation level reads it (read_committed: the LSO).
-
-        On a broker whose ListOffsets(latest) is wrong (``broker_gaps``), the ends are resolved by
-        fetching, from the broker's answer or, when ``tps`` is a mapping, from its values where higher
-        (offsets known not to be past the end: the query's position). Such a broker is first asked for its
-        metadata: partitions of deleted topics raise ``PartitionsGoneError``, as Apache Kafka's
-        UNKNOWN_TOPIC_OR_PARTITION does (fetching them hangs on tansu, measured).
-        """
-        from confluent_kafka.admin import OffsetSpec
-
-        from sparkafka import broker_gaps
-
-        answer = self._list_offsets({tp: OffsetSpec.latest() for tp in tps}, "latest")
-        if not answer or broker_gaps.latest_is_exact(self._conf, self._timeout_s, self._admin):
-            return answer
-        existing = self.topics()
-        gone = {tp for tp in answer if tp.topic not in existing}
-        if gone:
-            names = ", ".join(map(str, sorted(gone)))
-            raise PartitionsGoneError(gone, f"{names} no longer exist (topic deleted)")
-        floors: Mapping[TopicPartition, int] = tps if isinstance(tps, Mapping) else {}
-        bounds = {tp: max(o, floors.get(tp, 0)) for tp, o in answer.items()}
-        fetched = broker_gaps.fetched_end_offsets(self._conf, bounds, self._read_committed, self._timeout_s)
-        return {**answer, **fetched}
-
-    def for_timestamp(self, tps: Iterable[TopicPartition], timestamp_ms: int) -> Offsets:
-        """Per partition, the first offset whose record timestamp is at or after ``timestamp_ms``.
-
-        -1 where no record is that new (ListOffsets by timestamp); callers pick the fallback.
-        """
-        from confluent_kafka.admin import OffsetSpec
-
-        return self._list_offsets({tp: OffsetSpec.for_timestamp(timestamp_ms) for tp in tps}, "timestamp")
-
-    def committed(
-        self, group_id: str, tps: Iterable[TopicPartition] | None = None
-    ) -> dict[TopicPartition, int | None]:
-        """The group's committed offsets for ``tps`` (None: every partition it has committed)."""
-        from confluent_kafka import ConsumerGroupTopicPartitions
-        from confluent_kafka import TopicPartition as CTopicPartition
-
-        wanted = None if tps is None else [CTopicPartition(tp.topic, tp.partition) for tp in tps]
-        if wanted == []:
-            return {}
-
-        def attempt(left: float) -> Any:
-            request = [ConsumerGroupTopicPartitions(group_id, wanted)]
-            futures = self._admin.list_consumer_group_offsets(request, request_timeout=left)
-            answer = next(iter(futures.values())).result(left)
-            _raise_leaderless(answer.topic_partitions)  # else read as "nothing committed"
-            return answer
-
-        result = self._retry(f"reading committed offsets of group {group_id!r}", attempt)
-        return committed_offsets(result.topic_partitions)
-
-    def group_state(self, group_id: str) -> tuple[str, list[str]]:
-        """The group's state (``Empty``, ``Stable``, ``Dead``, ...) and its members (client id @ host).
-
-        Judge activity by the state: some brokers (tansu) answer a Stable group with no member list.
-        """
-
-        def attempt(left: float) -> Any:
-            futures = self._admin.describe_consumer_groups([group_id], request_timeout=left)
-            return futures[group_id].result(left)
-
-        described = self._retry(f"describing group {group_id!r}", attempt)
-        state = (
-            str(getattr(described.state, "name", described.state)).replace("_", " ").title().replace(" ", "")
-        )
-        return state, [f"{m.client_id}@{m.host}" for m in described.members]
-
-    def alter_committed(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
-        """Set the group's committed offsets (the group must have no members: the broker refuses otherwise).
-
-        Raises:
-            BrokerError: the broker refused some partition (the message names it).
-        """
-        from confluent_kafka import ConsumerGroupTopicPartitions
-        from confluent_kafka import TopicPartition as CTopicPartition
-
-        parts = [CTopicPartition(tp.topic, tp.partition, o) for tp, o in sorted(offsets.items())]
-
-        def attempt(left: float) -> Any:
-            request = [ConsumerGroupTopicPartitions(group_id, parts)]
-            futures = self._admin.alter_consumer_group_offsets(request, request_timeout=left)
-            answer = next(iter(futures.values())).result(left)
-            _raise_leaderless(answer.topic_partitions)  # setting offsets again is idempotent
-            return answer
-
-        result = self._retry(f"setting committed offsets of group {group_id!r}", attempt)
-        refused = [f"{p.topic}-{p.partition}: {p.error}" for p in result.topic_partitions if p.error]
-        if refused:
-            raise broker_error(
-                f"setting committed offsets of group {group_id!r}", self._conf, "; ".join(refused)
-            )
