@@ -91,6 +91,21 @@ def read_source(spark: Any, fmt: str, *, bootstrap: str, topic: str, total: int,
     return SourceRun(fmt, total / drained, rates.rate, _parts(list(query.recentProgress)))
 
 
+def sink_writer(df: Any, fmt: str, delivery: str, *, bootstrap: str, topic: str, label: str) -> Any:
+    """``df.writeStream`` into ``fmt``'s sink on ``topic``: ours with ``delivery``, theirs as Spark has it."""
+    writer = (
+        df.writeStream.format(fmt)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("checkpointLocation", tempfile.mkdtemp(prefix=f"{label}-ck-"))
+    )
+    if fmt == OURS:
+        writer = writer.option("deliveryGuarantee", delivery)
+        if delivery == "exactly_once":
+            writer = writer.option("transactionalIdPrefix", f"{label}-{uuid.uuid4().hex[:6]}")
+    return writer
+
+
 @contextlib.contextmanager
 def pipeline(
     spark: Any, route: tuple[str, str], delivery: str, *, bootstrap: str, source: str, sink: str
@@ -105,17 +120,7 @@ def pipeline(
         .load()
         .select("value")
     )
-    writer = (
-        df.writeStream.format(fmt)
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", sink)
-        .option("checkpointLocation", tempfile.mkdtemp(prefix="vs-lat-ck-"))
-    )
-    if fmt == OURS:
-        writer = writer.option("deliveryGuarantee", delivery)
-        if delivery == "exactly_once":
-            writer = writer.option("transactionalIdPrefix", f"vs-lat-{uuid.uuid4().hex[:6]}")
-    query = writer.start()
+    query = sink_writer(df, fmt, delivery, bootstrap=bootstrap, topic=sink, label="vs-lat").start()
     try:
         yield query
     finally:
@@ -157,16 +162,7 @@ def write_sink(
 ) -> tuple[Rates, float]:
     """(rates over batch durations, records/s over wall time) of ``data`` streamed into ``fmt``'s sink."""
     df = spark.readStream.schema("value string").option("maxFilesPerTrigger", 2).parquet(data)
-    writer = (
-        df.writeStream.format(fmt)
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", topic)
-        .option("checkpointLocation", tempfile.mkdtemp(prefix="vs-sink-ck-"))
-    )
-    if fmt == OURS:
-        writer = writer.option("deliveryGuarantee", delivery)
-        if delivery == "exactly_once":
-            writer = writer.option("transactionalIdPrefix", f"vs-sink-{uuid.uuid4().hex[:6]}")
+    writer = sink_writer(df, fmt, delivery, bootstrap=bootstrap, topic=topic, label="vs-sink")
     started = time.perf_counter()
     query = writer.trigger(availableNow=True).start()
     query.awaitTermination()

@@ -43,13 +43,9 @@ def sink_metrics(transactional_id_prefix: str, query_id: str | None = None) -> d
     (batches the broker partly or wholly aborted before the commit reached them; see the README), and
     ``aborted`` (transactions the sink aborted itself: replays, batches Spark gave up on, refused batches).
     """
-    from sparkafka.metrics_files import default_metrics_path, read_json
+    from sparkafka.metrics_files import read_sink_metrics
 
-    data = read_json(default_metrics_path("sink", transactional_id_prefix)) or {}
-    if query_id is not None:
-        data = (data.get("queries") or {}).get(query_id, {})
-    keys = ("batches", "transactions", "records", "replays", "recovered", "partial", "abandoned", "aborted")
-    return {k: int(data.get(k, 0)) for k in keys}
+    return read_sink_metrics(transactional_id_prefix, query_id)
 
 
 __all__ = [

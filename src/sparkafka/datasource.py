@@ -252,9 +252,8 @@ def shipped_archive() -> str | None:
     """The .zip sparkafka was imported from (``spark-submit --py-files``); None when it is installed."""
     import zipimport
 
-    import sparkafka
-
-    loader = sparkafka.__spec__.loader if sparkafka.__spec__ else None
+    # This module's own loader: inside the archive it is the zipimporter of the archive sparkafka is in.
+    loader = __spec__.loader if __spec__ else None
     return loader.archive if isinstance(loader, zipimport.zipimporter) else None
 
 

@@ -15,7 +15,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_counts", "default_metrics_path", "query_sink_path", "read_json", "write_json_atomically"]
+__all__ = [
+    "SINK_METRICS",
+    "add_counts",
+    "default_metrics_path",
+    "query_sink_path",
+    "read_json",
+    "read_sink_metrics",
+    "write_json_atomically",
+]
 
 log = logging.getLogger(__name__)
 
@@ -68,3 +76,27 @@ def add_counts(path: Path, increments: Mapping[str, int], query_id: str | None =
         write_json_atomically(path, data)
     except (OSError, ValueError) as e:
         log.warning("could not update counters %s: %s", path, e)
+
+
+SINK_METRICS = (
+    "batches",
+    "transactions",
+    "records",
+    "replays",
+    "recovered",
+    "partial",
+    "abandoned",
+    "aborted",
+)
+"""The counters ``read_sink_metrics`` returns (``sparkafka.sink_metrics`` documents them)."""
+
+
+def read_sink_metrics(transactional_id_prefix: str, query_id: str | None = None) -> dict[str, int]:
+    """The exactly-once sink's counters for this prefix on this host: all queries', or ``query_id``'s.
+
+    Read wherever asked (the user's process, the pipeline runner); ``sparkafka.sink_metrics`` is this.
+    """
+    data = read_json(default_metrics_path("sink", transactional_id_prefix)) or {}
+    if query_id is not None:
+        data = (data.get("queries") or {}).get(query_id, {})
+    return {k: int(data.get(k, 0)) for k in SINK_METRICS}

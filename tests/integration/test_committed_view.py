@@ -4,7 +4,7 @@ from collections.abc import Callable
 
 from confluent_kafka import Producer
 
-from sparkafka.committed_view import CONTROL_ABORT, CONTROL_COMMIT, committed_view, read_raw_batches
+from sparkafka.ops.committed_view import CONTROL_ABORT, CONTROL_COMMIT, committed_view, read_raw_batches
 
 
 def test_oracle_on_committed_aborted_and_open_transactions(

@@ -196,8 +196,8 @@ def offset_log_sources(checkpoint: Path, batch: int) -> list[str]:
 
 def assert_read_once(spark: Any, query: Any, checkpoint: Path, records: int) -> None:
     """Each record read once: input rows = records, per batch = its offset range; one source, one scan."""
-    from sparkafka.group_offsets import read_checkpoint
-    from sparkafka.pipeline.progress import MALFORMED_METRIC
+    from sparkafka.ops.group_offsets import read_checkpoint
+    from sparkafka.ops.query_progress import MALFORMED_METRIC
 
     progress = [p for p in query.recentProgress if p["sources"]]
     assert sum(p["numInputRows"] for p in progress) == records

@@ -310,9 +310,9 @@ def test_undecodable_values_are_skipped_dead_lettered_or_fail_the_batch_counted(
     tmp_path: Path,
     policy: str,
 ) -> None:
+    from sparkafka.ops.query_progress import MALFORMED_METRIC
     from sparkafka.pipeline.config import load_pipeline
     from sparkafka.pipeline.plan import build_query
-    from sparkafka.pipeline.progress import MALFORMED_METRIC
 
     src, dst, dlq = kafka.topic(partitions=2), kafka.topic(partitions=2), kafka.topic(partitions=1)
     values = orders(0, 50)  # every 10th from 3 is "{not json": 5 undecodable

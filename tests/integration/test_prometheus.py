@@ -1,4 +1,4 @@
-"""``sparkafka.prometheus.serve``: a script's queries exported through a StreamingQueryListener."""
+"""``sparkafka.ops.prometheus.serve``: a script's queries exported through a StreamingQueryListener."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkafka.local.broker import free_port
-from sparkafka.prometheus import serve
+from sparkafka.ops.prometheus import serve
 from tests.integration.test_pipeline_cli import scrape
 from tests.support.kafka import produce
 from tests.support.queries import memory_query, source

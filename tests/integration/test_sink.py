@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 import sparkafka
-from sparkafka.committed_view import committed_view
 from sparkafka.kafka import partition_for_key
 from sparkafka.local.procs import GroupProcess
+from sparkafka.ops.committed_view import committed_view
 from tests.support.kafka import Kafka
 from tests.support.wait import wait_until
 

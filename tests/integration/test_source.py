@@ -362,7 +362,7 @@ def test_default_producer_records_are_all_read_and_counted_by_lag(
     (whose ListOffsets(latest) sees only the first record of a batch: sparkafka.client.broker_gaps)."""
     from confluent_kafka import Producer
 
-    from sparkafka.lag import fetch_group_lag
+    from sparkafka.ops.lag import fetch_group_lag
 
     topic = new_topic(partitions=2)
     producer = Producer(kafka_conf)  # default settings: linger and batching as users have them

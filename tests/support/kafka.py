@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sparkafka.client.core import admin_client
-from sparkafka.committed_view import RawRecord, committed_view
 from sparkafka.local.tansu_workarounds import exact_latest_producer_conf
+from sparkafka.ops.committed_view import RawRecord, committed_view
 from sparkafka.structs import TopicPartition, committed_offsets
 
 __all__ = ["Kafka", "Offsets", "group_offsets", "produce", "read_committed"]

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import settings
 
 from sparkafka.client.core import close_all
-from sparkafka.client.probes import Capability, probe_broker
 from sparkafka.local import EmbeddedBroker
 from sparkafka.local.kafka_broker import ApacheKafka
+from sparkafka.ops.probes import Capability, probe_broker
 from tests.support.kafka import Kafka
 
 _capabilities: dict[str, Capability] = {}

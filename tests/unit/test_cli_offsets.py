@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping
 
 import pytest
 
-from sparkafka.client.probes import Capability
 from sparkafka.errors import ConfigError
-from sparkafka.group_offsets import ResetPlan, ResetTarget, check_timestamp_lookups, render_reset
+from sparkafka.ops.group_offsets import ResetPlan, ResetTarget, check_timestamp_lookups, render_reset
+from sparkafka.ops.probes import Capability
 from sparkafka.structs import TopicPartition
 
 CONF = {"bootstrap.servers": "b:9092"}

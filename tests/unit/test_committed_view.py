@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from sparkafka.committed_view import (
+from sparkafka.ops.committed_view import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
     RawBatch,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sparkafka.errors import ConfigError
-from sparkafka.group_offsets import ResetTarget, parse_target, plan_reset, read_checkpoint
+from sparkafka.ops.group_offsets import ResetTarget, parse_target, plan_reset, read_checkpoint
 from sparkafka.structs import TopicPartition
 
 A0, A1 = TopicPartition("a", 0), TopicPartition("a", 1)

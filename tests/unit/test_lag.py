@@ -4,7 +4,7 @@ import io
 from pathlib import Path
 
 from sparkafka.cli.lag_view import plot_lag, watch_lag
-from sparkafka.lag import compute_lag
+from sparkafka.ops.lag import compute_lag
 from sparkafka.structs import TopicPartition
 
 A0, A1, A2 = (TopicPartition("a", p) for p in range(3))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkafka.pipeline.progress import batch_line, plain_line, plain_summary, ran_batch
+from sparkafka.ops.query_progress import ran_batch
+from sparkafka.pipeline.progress import batch_line, plain_line, plain_summary
 
 
 def progress(batch: int, rows: int, ran: bool = True) -> dict[str, Any]:
@@ -47,7 +48,7 @@ def stamped(batch: int, second: int, ran: bool = True) -> dict[str, Any]:
 
 
 def test_each_poll_hands_over_only_what_is_new_idle_triggers_to_the_exporter_only() -> None:
-    from sparkafka.pipeline.progress import fresh_progress
+    from sparkafka.ops.query_progress import fresh_progress
 
     first = fresh_progress([stamped(0, 1), stamped(1, 2)])
     assert [p["batchId"] for p in first.batches] == [0, 1]

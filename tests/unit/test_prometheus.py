@@ -8,7 +8,7 @@ from typing import Any
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sparkafka.prometheus import Exporter, is_sparkafka
+from sparkafka.ops.prometheus import Exporter, is_sparkafka
 from sparkafka.source.commits import SourceMetrics
 from sparkafka.structs import TopicPartition
 

@@ -97,7 +97,7 @@ def _assert_secure(kind: str, conf: dict[str, Any]) -> None:
 
 
 def test_driver_clients_get_the_security_settings() -> None:
-    from sparkafka.lag import fetch_group_lag
+    from sparkafka.ops.lag import fetch_group_lag
     from sparkafka.source.admin import SourceMetadata
     from sparkafka.source.commits import KafkaCommitClient
 

@@ -77,7 +77,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_lag(args: argparse.Namespace) -> int:
     from sparkafka.cli.lag_view import plot_lag, watch_lag
     from sparkafka.errors import SparkafkaError
-    from sparkafka.lag import fetch_group_lag
+    from sparkafka.ops.lag import fetch_group_lag
 
     conf = {"bootstrap.servers": args.bootstrap_servers}
 
@@ -116,7 +116,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from sparkafka.client.probes import IMPACT, PROBES, probe_broker
+    from sparkafka.ops.probes import IMPACT, PROBES, probe_broker
 
     conf = {"bootstrap.servers": args.bootstrap_servers}
     console = Console()
@@ -187,7 +187,13 @@ def _cmd_txn(args: argparse.Namespace) -> int:
 
 def _cmd_offsets(args: argparse.Namespace) -> int:
     from sparkafka.errors import SparkafkaError
-    from sparkafka.group_offsets import parse_target, render_reset, render_show, reset_group, show_positions
+    from sparkafka.ops.group_offsets import (
+        parse_target,
+        render_reset,
+        render_show,
+        reset_group,
+        show_positions,
+    )
 
     conf = {"bootstrap.servers": args.bootstrap_servers}
     try:

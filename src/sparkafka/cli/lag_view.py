@@ -1,6 +1,6 @@
 """How ``sparkafka lag`` shows lag: a rich table (live with ``--watch``), plain lines into pipes, a PNG plot.
 
-Runs in the CLI's process; the readings come from ``sparkafka.lag`` (Kafka lookups, no rendering).
+Runs in the CLI's process; the readings come from ``sparkafka.ops.lag`` (Kafka lookups, no rendering).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from sparkafka.errors import ConfigError
-from sparkafka.lag import GroupLag
+from sparkafka.ops.lag import GroupLag
 
 __all__ = ["plain", "plot_lag", "render", "watch_lag"]
 

@@ -48,6 +48,6 @@ def fetched_end_offsets(conf: Mapping[str, str], topic: str) -> dict[int, int]:
     fetches return them. So a query run with ``Trigger.AvailableNow`` can stop short of the true end (it
     is exact later); a harness that wants everything processed compares against these ends and runs again.
     """
-    from sparkafka.committed_view import read_raw_batches
+    from sparkafka.ops.committed_view import read_raw_batches
 
     return {p: (b[-1].next_offset if b else 0) for p, b in read_raw_batches(conf, topic).items()}

@@ -46,8 +46,8 @@ from typing import Any
 
 from sparkafka.client.conf import mask_secrets
 from sparkafka.errors import ConfigError
+from sparkafka.ops.query_progress import MALFORMED_METRIC
 from sparkafka.pipeline.config import FALLIBLE, PipelineConfig
-from sparkafka.pipeline.progress import MALFORMED_METRIC
 from sparkafka.pipeline.session import describe_master
 from sparkafka.registry.client import FORMATS, subject_name
 

@@ -9,92 +9,20 @@ per batch, never cut to a width. JSON lines (``--log-json``) carry the same fiel
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from sparkafka.ops.query_progress import MALFORMED_METRIC, behind_latest
 
 __all__ = [
     "BatchLine",
     "batch_line",
-    "behind_by_partition",
-    "behind_latest",
-    "offsets_of",
     "plain_line",
     "plain_summary",
-    "ran_batch",
     "render_status",
     "render_summary",
 ]
-
-
-def offsets_of(text: Any) -> dict[str, dict[str, int]]:
-    """A source's offsets in a progress event (JSON text or already parsed); {} when absent or not a map."""
-    if not text:
-        return {}
-    data = json.loads(text) if isinstance(text, str) else text
-    return data if isinstance(data, dict) else {}
-
-
-def behind_by_partition(source: Mapping[str, Any]) -> dict[tuple[str, str], int] | None:
-    """Per (topic, partition): records between the batch's end and the latest offsets the source saw."""
-    latest, end = offsets_of(source.get("latestOffset")), offsets_of(source.get("endOffset"))
-    if not latest or not end:
-        return None
-    return {
-        (topic, str(partition)): max(0, int(offset) - int(end.get(topic, {}).get(partition, offset)))
-        for topic, parts in latest.items()
-        for partition, offset in parts.items()
-    }
-
-
-def behind_latest(source: Mapping[str, Any]) -> int | None:
-    """``behind_by_partition`` summed over partitions."""
-    behind = behind_by_partition(source)
-    return None if behind is None else sum(behind.values())
-
-
-MALFORMED_METRIC = "sparkafka_malformed"
-"""The observed metric (``observedMetrics`` in a batch's progress) counting undecodable values."""
-
-
-@dataclass(frozen=True)
-class Fresh:
-    """What a poll of ``query.recentProgress`` brings that the runner has not handled yet."""
-
-    to_export: list[Mapping[str, Any]]
-    """Every new progress event, idle triggers included (the metrics exporter wants them all)."""
-    batches: list[Mapping[str, Any]]
-    """New progress events of batches that ran: one status line each."""
-    seen: int
-    """The newest batch id in ``batches`` (or the one given): pass it to the next call."""
-    exported: str
-    """The newest timestamp in ``to_export`` (or the one given): pass it to the next call."""
-
-
-def fresh_progress(recent: Sequence[Mapping[str, Any]], seen: int = -1, exported: str = "") -> Fresh:
-    """The part of ``recent`` after batch ``seen`` and timestamp ``exported``.
-
-    ``recent`` is Spark's recentProgress: oldest first, a sliding window that repeats events across polls.
-    Pure: the runner's loop calls it on every poll.
-    """
-    to_export, batches = [], []
-    for progress in recent:
-        stamp = str(progress.get("timestamp", ""))
-        if stamp > exported:
-            exported = stamp
-            to_export.append(progress)
-        if progress["batchId"] > seen and ran_batch(progress):
-            seen = progress["batchId"]
-            batches.append(progress)
-    return Fresh(to_export, batches, seen, exported)
-
-
-def ran_batch(progress: Mapping[str, Any]) -> bool:
-    """Whether a progress event reports a batch that ran, not an idle trigger that found no data.
-
-    A batch that read nothing but wrote, such as a window closing on a watermark, counts as one that ran.
-    """
-    return "addBatch" in (progress.get("durationMs") or {})
 
 
 @dataclass(frozen=True)

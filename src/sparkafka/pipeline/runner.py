@@ -18,13 +18,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 from pyspark.errors import PySparkException
 
 from sparkafka.errors import ConfigError, RegistryError
+from sparkafka.ops.query_progress import Fresh, fresh_progress
 from sparkafka.pipeline.config import PipelineConfig
 from sparkafka.pipeline.plan import build_query, first_line
 from sparkafka.pipeline.progress import (
     BatchLine,
-    Fresh,
     batch_line,
-    fresh_progress,
     plain_line,
     plain_summary,
     render_status,
@@ -32,7 +31,7 @@ from sparkafka.pipeline.progress import (
 )
 
 if TYPE_CHECKING:
-    from sparkafka.prometheus import Exporter
+    from sparkafka.ops.prometheus import Exporter
 
 __all__ = [
     "SUBMITTED_LOG_LEVEL",
@@ -50,12 +49,12 @@ def _sink_delta(cfg: PipelineConfig, query_id: str, start: Mapping[str, int] | N
 
     Other queries of the prefix, and earlier runs, are not counted.
     """
-    import sparkafka
+    from sparkafka.metrics_files import read_sink_metrics
 
     prefix = cfg.sink.transactional_id_prefix
     if prefix is None or start is None:
         return None
-    now = sparkafka.sink_metrics(prefix, query_id)
+    now = read_sink_metrics(prefix, query_id)
     return {k: now[k] - start.get(k, 0) for k in now}
 
 
@@ -199,7 +198,7 @@ def _start_metrics(cfg: PipelineConfig, screen: _Screen) -> tuple[Exporter | Non
     """The Prometheus exporter and its HTTP server, or (None, None) without ``[metrics] port``."""
     if cfg.metrics_port is None:
         return None, None
-    from sparkafka.prometheus import Exporter, start_server
+    from sparkafka.ops.prometheus import Exporter, start_server
 
     group = cfg.source.group_id
     exporter = Exporter(groups={cfg.query_name: group} if group else None, malformed_action=cfg.on_malformed)
@@ -210,10 +209,10 @@ def _start_metrics(cfg: PipelineConfig, screen: _Screen) -> tuple[Exporter | Non
 
 def _group_commits(cfg: PipelineConfig) -> GroupCommitsSinceStart | None:
     """The source's group-commit counters since now; None when the source commits to no group."""
-    import sparkafka
+    from sparkafka.source.commits import read_source_metrics
 
     group = cfg.source.group_id
-    return GroupCommitsSinceStart(lambda: sparkafka.source_metrics(group)) if group else None
+    return GroupCommitsSinceStart(lambda: read_source_metrics(group)) if group else None
 
 
 def _watch(
@@ -230,10 +229,10 @@ def _watch(
 
     ``commits``: the group's commit counters, started before the query (default: started now).
     """
-    import sparkafka
+    from sparkafka.metrics_files import read_sink_metrics
 
     prefix = cfg.sink.transactional_id_prefix
-    sink_start = sparkafka.sink_metrics(prefix, query.id) if prefix else None
+    sink_start = read_sink_metrics(prefix, query.id) if prefix else None
     if commits is None:
         commits = _group_commits(cfg)
     fresh = Fresh([], [], -1, "")

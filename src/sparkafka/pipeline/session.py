@@ -71,9 +71,9 @@ def local_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    import sparkafka
+    from sparkafka.datasource import register
 
-    sparkafka.register(session)
+    register(session)
     return session
 
 
@@ -112,7 +112,7 @@ def submitted() -> bool:
 
 def pipeline_spark(cfg: PipelineConfig) -> Any:
     """A SparkSession for ``cfg`` with format("sparkafka") registered."""
-    import sparkafka
+    from sparkafka.datasource import register
 
     app_name = f"sparkafka-{cfg.name}"
     if not submitted():
@@ -125,7 +125,7 @@ def pipeline_spark(cfg: PipelineConfig) -> Any:
     for key, value in cfg.spark_config.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    sparkafka.register(session)
+    register(session)
     return session
 
 

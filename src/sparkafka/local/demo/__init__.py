@@ -269,10 +269,10 @@ def run_demo(  # noqa: PLR0915 - one narrated scenario, step by step
 
     import sparkafka
     from sparkafka.client.core import admin_client, close_all
-    from sparkafka.committed_view import committed_view
-    from sparkafka.lag import fetch_group_lag
     from sparkafka.local.broker import EmbeddedBroker
     from sparkafka.local.kafka_broker import ApacheKafka
+    from sparkafka.ops.committed_view import committed_view
+    from sparkafka.ops.lag import fetch_group_lag
 
     def say(text: str) -> None:
         print(f"\n== {text}", file=out, flush=True)

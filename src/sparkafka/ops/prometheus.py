@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from sparkafka.errors import ConfigError
 from sparkafka.metrics_files import query_sink_path, read_json
-from sparkafka.pipeline.progress import MALFORMED_METRIC, behind_by_partition, offsets_of, ran_batch
+from sparkafka.ops.query_progress import MALFORMED_METRIC, behind_by_partition, offsets_of, ran_batch
 
 __all__ = ["Exporter", "MetricsServer", "serve", "start_server"]
 
@@ -105,11 +105,11 @@ class Exporter:
         malformed_action: str = "skip",
     ) -> None:
         """Create the metrics in ``registry``; nothing is observed yet."""
-        import sparkafka
+        from sparkafka.source.commits import read_source_metrics
 
         self.registry = registry or CollectorRegistry()
         self._sink_counters = sink_counters
-        self._source_metrics = source_metrics or sparkafka.source_metrics
+        self._source_metrics = source_metrics or read_source_metrics
         self._groups = dict(groups or {})
         self._malformed_action = malformed_action
         self._seen: dict[str, _Seen] = {}

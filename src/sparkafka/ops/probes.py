@@ -180,7 +180,7 @@ def probe_api_versions(conf: Mapping[str, str]) -> Capability:
 
 def probe_transactions(conf: Mapping[str, str]) -> Capability:
     """A transactional producer can init, produce and commit (the exactly-once sink's foundation)."""
-    from sparkafka.committed_view import committed_view
+    from sparkafka.ops.committed_view import committed_view
 
     topic = _new_topic(conf)
     try:
@@ -199,7 +199,7 @@ def probe_transactions(conf: Mapping[str, str]) -> Capability:
 
 def probe_transaction_timeout(conf: Mapping[str, str], wait_s: float = 20.0) -> Capability:
     """The broker aborts a transaction left open past transaction.timeout.ms (bounds lingering data)."""
-    from sparkafka.committed_view import read_raw_batches
+    from sparkafka.ops.committed_view import read_raw_batches
 
     topic = _new_topic(conf)
     try:

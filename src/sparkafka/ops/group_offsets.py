@@ -26,8 +26,8 @@ from typing import Literal
 from sparkafka.client.broker_gaps import looks_like_kafka_cluster_id
 from sparkafka.client.core import admin_client, with_retries
 from sparkafka.client.metadata import AdminMetadata
-from sparkafka.client.probes import Capability, probe_offsets_for_times
 from sparkafka.errors import ConfigError
+from sparkafka.ops.probes import Capability, probe_offsets_for_times
 from sparkafka.source.planning import offsets_from_json
 from sparkafka.structs import TopicPartition
 
