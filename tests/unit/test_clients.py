@@ -448,3 +448,18 @@ def test_learning_topics_ahead_still_raises_permanent_errors() -> None:
     consumer = _TopicsConsumer([kafka_error(KafkaError.TOPIC_AUTHORIZATION_FAILED)])
     with pytest.raises(KafkaException):
         learn_topics(consumer, {"t"}, 1.0)
+
+
+def test_an_offset_below_zero_without_an_error_is_asked_again() -> None:
+    # Seen after a broker kill: an earliest offset below -232 and no error; reading from it failed.
+    admin = FakeAdmin([{A0: -1001, A1: 4}, {A0: 0}], {"a": 2})
+    meta, clock = metadata(admin)
+    assert meta.earliest([A0, A1]) == {A0: 0, A1: 4}
+    assert admin.requests == [{A0, A1}, {A0}]
+    assert clock.slept == [0.05]
+
+
+def test_no_record_that_new_stays_minus_one_by_timestamp() -> None:
+    admin = FakeAdmin([{A0: -1}], {"a": 2})
+    meta, _ = metadata(admin)
+    assert meta.for_timestamp([A0], 123) == {A0: -1}
