@@ -11,13 +11,15 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from sparkafka.errors import ConfigError
+from sparkafka.registry.wireformat import Decode, Encode, Files, Reader, ReaderCannotReadError
 
-__all__ = ["arrow_type", "decoder", "derive", "encoder", "parse"]
+__all__ = ["AVRO", "arrow_type", "decoder", "derive", "encoder", "parse"]
 
 # Logical types read as their underlying Avro type: Spark has no UUID or time-of-day column, and fastavro
 # would hand back objects (uuid.UUID, datetime.time) that no Spark type takes.
@@ -51,19 +53,6 @@ def parse(text: str, named: dict[str, Any] | None = None, for_decoding: bool = F
         return fastavro.parse_schema(_strip(json.loads(text), drop), named_schemas=named)
     except (ValueError, TypeError, KeyError, fastavro.schema.SchemaParseException) as e:
         raise ConfigError(f"not a valid Avro schema: {e}") from None
-
-
-def spark_ready(t: pa.DataType) -> pa.DataType:
-    """``t`` with every timestamp in microseconds (what Spark's TimestampType is in Arrow)."""
-    if pa.types.is_timestamp(t):
-        return pa.timestamp("us", tz="UTC")
-    if pa.types.is_struct(t):
-        return pa.struct([pa.field(f.name, spark_ready(f.type)) for f in t])
-    if pa.types.is_list(t):
-        return pa.list_(spark_ready(t.value_type))
-    if pa.types.is_map(t):
-        return pa.map_(t.key_type, spark_ready(t.item_type))
-    return t
 
 
 _PRIMITIVES = {
@@ -143,10 +132,6 @@ def _arrow(  # noqa: PLR0911, PLR0912 - a branch per Avro type
     raise ConfigError(f"Avro type {kind!r} at {where} is not supported")
 
 
-class IncompatibleSchemaError(Exception):
-    """The reader schema cannot read a writer schema (Avro resolution failed); not a per-record fault."""
-
-
 _UNITS = {"timestamp-millis", "timestamp-micros"}
 
 
@@ -200,7 +185,9 @@ def decoder(writer: Any, reader: Any | None) -> Callable[[bytes, int], Any]:
         try:
             return schemaless_reader(buf, writer, reader)
         except SchemaResolutionError as e:
-            raise IncompatibleSchemaError(str(e)) from None
+            raise ReaderCannotReadError(
+                f"{e}. Use a reader schema compatible with every writer (a new field needs a default)"
+            ) from None
 
     return decode
 
@@ -265,3 +252,44 @@ def _avro(  # noqa: PLR0911, PLR0912 - a branch per Arrow type
             raise ConfigError(f"Avro maps have string keys; {name} has {t.key_type} keys")
         return {"type": "map", "values": ["null", _avro(t.item_type, f"{name}_value", namespace)]}
     raise ConfigError(f"{name}: Spark type {t} has no Avro encoding here")
+
+
+def _parsed(files: Files, for_decoding: bool = False) -> tuple[Any, dict[str, Any]]:
+    """(the last schema of ``files`` parsed, the named types it and the schemas it references declare)."""
+    named: dict[str, Any] = {}
+    for _, text in files[:-1]:
+        parse(text, named, for_decoding)
+    return parse(files[-1][1], named, for_decoding), named
+
+
+@dataclass(frozen=True)
+class _Avro:
+    """Avro as a ``WireFormat``: each record read with its writer schema, resolved to the reader's."""
+
+    name: str = "avro"
+    message_indexes: bool = False
+    text_is_json: bool = True
+
+    def reader(self, files: Files, message: str | None) -> Reader:
+        return Reader(_parsed(files, for_decoding=True)[0], arrow_type(*_parsed(files)), tuple(files))
+
+    def decoder(self, reader: Reader, writer: Files | None, indexes: list[int]) -> Decode:
+        if writer is None:
+            return decoder(reader.schema, None)
+        (written, w_named), (read, r_named) = _parsed(writer), _parsed(list(reader.files))
+        field = unit_mismatch(written, read, w_named, r_named)
+        if field:
+            raise ReaderCannotReadError(
+                f"it reads {field} as a timestamp in another unit (millis / micros): the values would be "
+                "off by 1000x; use the writer's logical type in the reader"
+            )
+        return decoder(_parsed(writer, for_decoding=True)[0], reader.schema)
+
+    def encoder(self, writer: Files) -> tuple[Encode, list[int]]:
+        return encoder(_parsed(writer)[0]), []
+
+    def derive(self, t: pa.DataType, name: str, namespace: str) -> str:
+        return derive(t, name, namespace)
+
+
+AVRO = _Avro()

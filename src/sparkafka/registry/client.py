@@ -31,6 +31,8 @@ Format = Literal["avro", "protobuf", "json_schema"]
 FORMATS: tuple[Format, ...] = ("avro", "protobuf", "json_schema")
 SCHEMA_TYPES: dict[Format, str] = {"avro": "AVRO", "protobuf": "PROTOBUF", "json_schema": "JSON"}
 _FORMAT_OF = {v: k for k, v in SCHEMA_TYPES.items()}
+_ANSWERED_AS: dict[Format, str] = {"protobuf": "serialized"}
+"""The ``format`` a schema is asked for in (Protobuf: a base64 FileDescriptorProto, not .proto text)."""
 
 _KEYS = {
     "url",
@@ -190,7 +192,7 @@ def _registered(raw: Any, schema_id: int | None = None) -> RegisteredSchema:
 
 
 def _fmt(fmt: Format) -> str | None:
-    return "serialized" if fmt == "protobuf" else None
+    return _ANSWERED_AS.get(fmt)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -4,7 +4,8 @@ Runs in Spark's Python workers, one call per Arrow batch (``decode_array``, ``en
 pure enough to unit-test without Spark. A ``DecodeSpec``/``EncodeSpec`` is built in the driver when the
 query is planned (it holds the reader schema, or the writer schema and its id) and pickled into the tasks;
 each worker process then fetches every writer schema id it meets once (``client.schema_by_id`` caches) and
-builds one decoder per id (``_decoders``).
+builds one decoder per id (``_decoder``). What differs between Avro, Protobuf and JSON Schema is
+asked of the spec's ``WireFormat`` (``wireformat``; found by name in ``formats``): this module names none.
 
 Faults of one record (no magic byte, a truncated or corrupt payload, an id the registry does not have, a
 value that does not fit the reader's type) come back as that record's error text, for ``on_malformed``;
@@ -21,7 +22,6 @@ from typing import Any
 import pyarrow as pa
 
 from sparkafka.errors import ConfigError, RegistryError
-from sparkafka.registry import avro, jsonschema, protobuf
 from sparkafka.registry.client import (
     Format,
     RegisteredSchema,
@@ -29,6 +29,7 @@ from sparkafka.registry.client import (
     schema_by_id,
     schema_by_version,
 )
+from sparkafka.registry.formats import wire_format
 from sparkafka.registry.wire import (
     HEADER,
     FrameError,
@@ -36,6 +37,14 @@ from sparkafka.registry.wire import (
     read_message_indexes,
     schema_id_of,
     write_message_indexes,
+)
+from sparkafka.registry.wireformat import (
+    Decode,
+    Encode,
+    Files,
+    Reader,
+    ReaderCannotReadError,
+    RecordUnreadableError,
 )
 
 __all__ = ["DecodeSpec", "EncodeSpec", "decode_array", "encode_array", "reader_type", "writer_type"]
@@ -53,7 +62,7 @@ class DecodeSpec:
     what: str = "value"
     """``value`` or ``key``: named in errors."""
     message: str | None = None
-    """Protobuf: the reader message's name in the schema (default its first message)."""
+    """Where a format's schemas hold several messages: the reader's, by name (default the first)."""
 
 
 @dataclass(frozen=True)
@@ -66,47 +75,39 @@ class EncodeSpec:
     what: str = "value"
 
 
-def _files(cfg: RegistryConfig, reg: RegisteredSchema, name: str = "") -> list[tuple[str, str]]:
+def _files(cfg: RegistryConfig, reg: RegisteredSchema, name: str = "") -> Files:
     """(import name, text) of ``reg`` and everything it references, dependencies first."""
     out: list[tuple[str, str]] = []
     for ref_name, subject, version in reg.references:
         for item in _files(cfg, schema_by_version(cfg, subject, version, reg.format), ref_name):
             if item not in out:
                 out.append(item)
-    out.append((name or f"schema-{reg.schema_id}.proto", reg.text))
+    out.append((name or f"schema-{reg.schema_id}", reg.text))
     return out
 
 
-def _avro_schema(
-    cfg: RegistryConfig, reg: RegisteredSchema, for_decoding: bool = False
-) -> tuple[Any, dict[str, Any]]:
-    """(the parsed schema, the named types it and the schemas it references declare)."""
-    named: dict[str, Any] = {}
-    for _, text in _files(cfg, reg)[:-1]:
-        avro.parse(text, named, for_decoding)
-    return avro.parse(reg.text, named, for_decoding), named
-
-
-def _proto_desc(cfg: RegistryConfig, reg: RegisteredSchema, indexes: list[int] | str | None) -> Any:
-    return protobuf.descriptor(_files(cfg, reg), indexes)
-
-
 @functools.lru_cache(maxsize=64)
-def _reader(spec: DecodeSpec) -> tuple[Any, pa.DataType]:
-    """(the parsed reader schema, the Arrow type values are built as), once per spec per process."""
-    cfg, reg = spec.registry, spec.reader
-    if spec.format == "avro":
-        return _avro_schema(cfg, reg, for_decoding=True)[0], avro.arrow_type(*_avro_schema(cfg, reg))
-    if spec.format == "protobuf":
-        desc = _proto_desc(cfg, reg, spec.message)
-        return desc, protobuf.arrow_type(desc)
-    schema = jsonschema.parse(reg.text)
-    return schema, jsonschema.arrow_type(schema)
+def _reader(spec: DecodeSpec) -> Reader:
+    """The parsed reader schema and the Arrow type values are built as, once per spec per process."""
+    return wire_format(spec.format).reader(_files(spec.registry, spec.reader), spec.message)
+
+
+def spark_ready(t: pa.DataType) -> pa.DataType:
+    """``t`` with every timestamp in microseconds (what Spark's TimestampType is in Arrow)."""
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", tz="UTC")
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, spark_ready(f.type)) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(spark_ready(t.value_type))
+    if pa.types.is_map(t):
+        return pa.map_(t.key_type, spark_ready(t.item_type))
+    return t
 
 
 def reader_type(spec: DecodeSpec) -> pa.DataType:
     """The Arrow type decoded values have (the reader schema's); computed in the driver at plan time."""
-    return avro.spark_ready(_reader(spec)[1])
+    return spark_ready(_reader(spec).arrow)
 
 
 def writer_type(spec: EncodeSpec) -> pa.DataType:
@@ -114,82 +115,53 @@ def writer_type(spec: EncodeSpec) -> pa.DataType:
     return reader_type(DecodeSpec(spec.registry, spec.format, spec.writer, spec.what))
 
 
-class _UnknownIdError(Exception):
-    pass
-
-
 @functools.lru_cache(maxsize=1024)
-def _decoder(spec: DecodeSpec, schema_id: int, indexes: tuple[int, ...]) -> Callable[[bytes, int], Any]:
+def _decoder(spec: DecodeSpec, schema_id: int, indexes: tuple[int, ...]) -> Decode:
     """The decoder of records framed with ``schema_id`` (and message ``indexes``), resolved to the reader.
 
     Cached per process, including for ids no record can be read with: their decoder raises the record's
-    ``_UnknownIdError``, so the registry is asked once per id, not once per record.
+    ``RecordUnreadableError``, so the registry is asked once per id, not once per record.
     """
     try:
         return _resolved_decoder(spec, schema_id, indexes)
-    except _UnknownIdError as e:
+    except RecordUnreadableError as e:
         reason = str(e)
 
         def unreadable(_data: bytes, _start: int) -> Any:
-            raise _UnknownIdError(reason)
+            raise RecordUnreadableError(reason)
 
         return unreadable
 
 
-def _resolved_decoder(
-    spec: DecodeSpec, schema_id: int, indexes: tuple[int, ...]
-) -> Callable[[bytes, int], Any]:
+def _resolved_decoder(spec: DecodeSpec, schema_id: int, indexes: tuple[int, ...]) -> Decode:
     cfg = spec.registry
-    reader, reader_arrow = _reader(spec)
+    reader = _reader(spec)
     try:
         found = schema_by_id(cfg, schema_id, spec.format)
     except RegistryError as e:
         if e.code in (40403, 404):
-            raise _UnknownIdError(f"schema id {schema_id} is not in the registry at {cfg.where}") from None
+            raise RecordUnreadableError(
+                f"schema id {schema_id} is not in the registry at {cfg.where}"
+            ) from None
         raise
     if found.format != spec.format:
-        raise _UnknownIdError(f"schema id {schema_id} is a {found.format} schema, not {spec.format}")
+        raise RecordUnreadableError(f"schema id {schema_id} is a {found.format} schema, not {spec.format}")
+    writer = None if schema_id == spec.reader.schema_id else _files(cfg, found)
     try:
-        return _writer_decoder(spec, found, indexes, reader, reader_arrow)
+        return wire_format(spec.format).decoder(reader, writer, list(indexes))
+    except ReaderCannotReadError as e:
+        raise _cannot_read(spec, schema_id, e) from None
     except ConfigError as e:  # a writer schema we cannot use: the setup's fault, never one record's
         raise RegistryError(
             f"the {spec.what} writer schema id {schema_id} in the registry at {cfg.where} cannot be used: {e}"
         ) from None
 
 
-def _writer_decoder(
-    spec: DecodeSpec,
-    found: RegisteredSchema,
-    indexes: tuple[int, ...],
-    reader: Any,
-    reader_arrow: pa.DataType,
-) -> Callable[[bytes, int], Any]:
-    cfg, schema_id = spec.registry, found.schema_id
-    if spec.format == "avro":
-        if schema_id == spec.reader.schema_id:
-            return avro.decoder(_avro_schema(cfg, found, for_decoding=True)[0], None)
-        (written, w_named), (read, r_named) = _avro_schema(cfg, found), _avro_schema(cfg, spec.reader)
-        field = avro.unit_mismatch(written, read, w_named, r_named)
-        if field:
-            raise RegistryError(
-                f"the {spec.what} reader schema (id {spec.reader.schema_id}) reads {field} as a timestamp "
-                f"in another unit (millis / micros) than writer schema id {schema_id}: the values would be "
-                "off by 1000x; use the writer's logical type in the reader"
-            )
-        return avro.decoder(_avro_schema(cfg, found, for_decoding=True)[0], reader)
-    if spec.format == "protobuf":
-        # Read with the reader's message, by field number, as Protobuf (and Confluent's deserializer) do:
-        # a renamed field keeps its values, a removed one is skipped, an added one is its default.
-        written = _proto_desc(cfg, found, list(indexes))
-        if written.full_name != reader.full_name:
-            raise _UnknownIdError(f"written as message {written.full_name}, read as {reader.full_name}")
-        return _reader_message_decoder(spec)
-    return jsonschema.decoder(reader_arrow)
-
-
-@functools.lru_cache(maxsize=64)
-def _reader_message_decoder(spec: DecodeSpec) -> Callable[[bytes, int], Any]:
-    return protobuf.decoder(_reader(spec)[0])
+def _cannot_read(spec: DecodeSpec, schema_id: int, e: ReaderCannotReadError) -> RegistryError:
+    return RegistryError(
+        f"the {spec.what} reader schema (id {spec.reader.schema_id}{_subject(spec.reader)}) cannot read "
+        f"records written with schema id {schema_id}: {e}"
+    )
 
 
 def decode_values(spec: DecodeSpec, values: list[bytes | None]) -> tuple[list[Any], list[str | None]]:
@@ -198,8 +170,8 @@ def decode_values(spec: DecodeSpec, values: list[bytes | None]) -> tuple[list[An
     errors: list[str | None] = []
     last_id = -1
     last_indexes: tuple[int, ...] = ()
-    decode: Callable[[bytes, int], Any] | None = None
-    protobuf_format = spec.format == "protobuf"
+    decode: Decode | None = None
+    indexed = wire_format(spec.format).message_indexes
     for data in values:
         if data is None:
             out.append(None)
@@ -209,7 +181,7 @@ def decode_values(spec: DecodeSpec, values: list[bytes | None]) -> tuple[list[An
             schema_id = schema_id_of(data)
             indexes: tuple[int, ...] = ()
             start = HEADER
-            if protobuf_format:
+            if indexed:
                 found, start = read_message_indexes(data)
                 indexes = tuple(found)
             if decode is None or schema_id != last_id or indexes != last_indexes:  # most records share
@@ -217,18 +189,14 @@ def decode_values(spec: DecodeSpec, values: list[bytes | None]) -> tuple[list[An
                 last_id, last_indexes = schema_id, indexes
             out.append(decode(data, start))
             errors.append(None)
-        except avro.IncompatibleSchemaError as e:
-            raise RegistryError(
-                f"the {spec.what} reader schema (id {spec.reader.schema_id}"
-                f"{_subject(spec.reader)}) cannot read records written with schema id {schema_id}: {e}. "
-                "Use a reader schema compatible with every writer (a new field needs a default)"
-            ) from None
-        except (FrameError, _UnknownIdError, jsonschema.MismatchError) as e:
+        except ReaderCannotReadError as e:
+            raise _cannot_read(spec, schema_id, e) from None
+        except (FrameError, RecordUnreadableError) as e:
             out.append(None)
             errors.append(f"{spec.format} {spec.what}: {e}")
         except (RegistryError, ConfigError):
             raise
-        except Exception as e:  # noqa: BLE001 - whatever a corrupt payload makes fastavro, protobuf or json raise
+        except Exception as e:  # noqa: BLE001 - whatever a corrupt payload makes a format's library raise
             out.append(None)
             errors.append(
                 f"{spec.format} {spec.what}: undecodable with schema id {schema_id}: {type(e).__name__}: {e}"
@@ -260,7 +228,7 @@ def _to_arrow(values: list[Any], errors: list[str | None], t: pa.DataType) -> pa
 def decode_array(spec: DecodeSpec, data: pa.Array) -> pa.StructArray:
     """A binary array of framed records as ``struct<value: T, error: string>`` (T the reader's type)."""
     values, errors = decode_values(spec, data.to_pylist())
-    built, ready = _reader(spec)[1], reader_type(spec)
+    built, ready = _reader(spec).arrow, reader_type(spec)
     decoded = _to_arrow(values, errors, built)
     if built != ready:
         decoded = decoded.cast(ready)
@@ -268,17 +236,12 @@ def decode_array(spec: DecodeSpec, data: pa.Array) -> pa.StructArray:
 
 
 @functools.lru_cache(maxsize=64)
-def _encoder(spec: EncodeSpec) -> Callable[[Any], bytes]:
-    cfg, reg = spec.registry, spec.writer
-    if spec.format == "avro":
-        encode = avro.encoder(_avro_schema(cfg, reg)[0])
-        return lambda v: frame(reg.schema_id, encode(v))
-    if spec.format == "protobuf":
-        desc = _proto_desc(cfg, reg, [0])
-        prefix = write_message_indexes(protobuf.index_path(desc))
-        encode = protobuf.encoder(desc)
-        return lambda v: frame(reg.schema_id, encode(v), prefix)
-    return lambda v: frame(reg.schema_id, jsonschema.encode(v))
+def _encoder(spec: EncodeSpec) -> Encode:
+    """Values to framed records with the writer schema: its id, message indexes where the format has them."""
+    fmt, reg = wire_format(spec.format), spec.writer
+    encode, indexes = fmt.encoder(_files(spec.registry, reg))
+    prefix = write_message_indexes(indexes) if fmt.message_indexes else b""
+    return lambda v: frame(reg.schema_id, encode(v), prefix)
 
 
 def encode_values(spec: EncodeSpec, values: list[Any]) -> list[bytes | None]:
@@ -291,7 +254,7 @@ def encode_values(spec: EncodeSpec, values: list[Any]) -> list[bytes | None]:
             continue
         try:
             out.append(encode(v))
-        except Exception as e:  # noqa: BLE001 - fastavro's and protobuf's errors for a value the schema does not allow
+        except Exception as e:  # noqa: BLE001 - what a format's library raises for a value the schema does not allow
             raise RegistryError(
                 f"cannot encode a {spec.what} with {spec.format} schema id {spec.writer.schema_id}"
                 f"{_subject(spec.writer)}: {type(e).__name__}: {e}"

@@ -15,13 +15,15 @@ import datetime as dt
 import decimal
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from sparkafka.errors import ConfigError
+from sparkafka.registry.wireformat import Decode, Encode, Files, Reader, RecordUnreadableError
 
-__all__ = ["arrow_type", "conformer", "derive", "encode"]
+__all__ = ["JSON_SCHEMA", "arrow_type", "conformer", "derive", "encode"]
 
 
 def parse(text: str) -> dict[str, Any]:
@@ -98,7 +100,7 @@ def _arrow(  # noqa: PLR0911, PLR0912 - a branch per JSON Schema type
     raise ConfigError(f"JSON Schema type {kind!r} at {where} is not supported")
 
 
-class MismatchError(ValueError):
+class MismatchError(RecordUnreadableError, ValueError):
     """A JSON value that does not fit the reader schema's type (a per-record fault)."""
 
 
@@ -216,3 +218,28 @@ def _schema(t: pa.DataType) -> dict[str, Any]:  # noqa: PLR0911 - a return per t
     if pa.types.is_binary(t):
         return {"type": "string", "contentEncoding": "base64"}
     return {"type": "string"}
+
+
+@dataclass(frozen=True)
+class _JsonSchema:
+    """JSON Schema as a ``WireFormat``: every record conformed to the reader's type, whatever its writer."""
+
+    name: str = "json_schema"
+    message_indexes: bool = False
+    text_is_json: bool = True
+
+    def reader(self, files: Files, message: str | None) -> Reader:
+        schema = parse(files[-1][1])
+        return Reader(schema, arrow_type(schema), tuple(files))
+
+    def decoder(self, reader: Reader, writer: Files | None, indexes: list[int]) -> Decode:
+        return decoder(reader.arrow)
+
+    def encoder(self, writer: Files) -> tuple[Encode, list[int]]:
+        return encode, []
+
+    def derive(self, t: pa.DataType, name: str, namespace: str) -> str:
+        return derive(t, name)
+
+
+JSON_SCHEMA = _JsonSchema()

@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from sparkafka.errors import ConfigError
+from sparkafka.registry.wireformat import Decode, Encode, Files, Reader, RecordUnreadableError
 
-__all__ = ["arrow_type", "decoder", "derive", "descriptor", "encoder"]
+__all__ = ["PROTOBUF", "arrow_type", "decoder", "derive", "descriptor", "encoder"]
 
 TIMESTAMP = "google.protobuf.Timestamp"
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -61,7 +64,7 @@ def file_proto(text: str, name: str) -> Any:
     return proto
 
 
-def descriptor(files: list[tuple[str, str]], indexes: list[int] | str | None) -> Any:
+def descriptor(files: Files, indexes: list[int] | str | None) -> Any:
     """A message Descriptor in the last of ``files``: at the message-index path ``indexes``, or by name.
 
     ``files`` are (import name, base64 text) with dependencies first, as ``codec`` collects them from the
@@ -403,3 +406,42 @@ def _typed(field: Any, t: pa.DataType, parent: Any, fd: Any, type_name: str) -> 
 
 def _camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.split("_")) or "Field"
+
+
+@dataclass(frozen=True)
+class _Protobuf:
+    """Protobuf as a ``WireFormat``: records name their message by index; read by field number."""
+
+    name: str = "protobuf"
+    message_indexes: bool = True
+    text_is_json: bool = False
+
+    def reader(self, files: Files, message: str | None) -> Reader:
+        desc = descriptor(files, message)
+        return Reader(desc, arrow_type(desc), tuple(files))
+
+    def decoder(self, reader: Reader, writer: Files | None, indexes: list[int]) -> Decode:
+        # Read with the reader's message, by field number, as Protobuf (and Confluent's deserializer) do:
+        # a renamed field keeps its values, a removed one is skipped, an added one is its default.
+        written = descriptor(reader.files if writer is None else writer, indexes)
+        if written.full_name != reader.schema.full_name:
+            raise RecordUnreadableError(
+                f"written as message {written.full_name}, read as {reader.schema.full_name}"
+            )
+        return _message_decoder(reader.schema)
+
+    def encoder(self, writer: Files) -> tuple[Encode, list[int]]:
+        desc = descriptor(writer, [0])
+        return encoder(desc), index_path(desc)
+
+    def derive(self, t: pa.DataType, name: str, namespace: str) -> str:
+        return derive(t, name, namespace)
+
+
+@functools.lru_cache(maxsize=64)
+def _message_decoder(desc: Any) -> Decode:
+    """One decoder per reader message and process, whichever writer schema ids its records carry."""
+    return decoder(desc)
+
+
+PROTOBUF = _Protobuf()

@@ -38,6 +38,7 @@ from sparkafka.registry.codec import (
     reader_type,
     writer_type,
 )
+from sparkafka.registry.formats import WIRE_FORMATS, wire_format
 
 __all__ = ["SchemaRegistry", "decode_spec", "encode_spec", "from_registry", "to_registry"]
 
@@ -83,8 +84,9 @@ def decode_spec(
     """
     cfg = _registry(registry)
     reader = latest_or_pinned(cfg, _format(fmt), subject, version, schema_id)
-    if message is not None and reader.format != "protobuf":
-        raise ConfigError("message= applies to protobuf only")
+    if message is not None and not wire_format(reader.format).message_indexes:
+        indexed = [name for name, f in WIRE_FORMATS.items() if f.message_indexes]
+        raise ConfigError(f"message= applies to {', '.join(indexed)} only")
     spec = DecodeSpec(cfg, reader.format, reader, what, message)
     reader_type(spec)  # a schema Spark cannot hold fails here, at plan time, naming the field
     return spec
@@ -172,8 +174,6 @@ def encode_spec(
     as given (Avro / JSON Schema text), then registered (``auto_register``) or looked up under ``subject``.
     ``dry_run`` registers nothing: a schema not registered yet gets the id -1 (for plans, never written).
     """
-    from sparkafka.registry import avro, jsonschema, protobuf
-
     cfg, fmt_ = _registry(registry), _format(fmt)
     if use_latest_version:
         writer = latest_or_pinned(cfg, fmt_, subject)
@@ -182,17 +182,12 @@ def encode_spec(
         return spec
     if schema is None:
         raise ConfigError("to_registry needs schema= (the column's Spark type) unless use_latest_version")
-    if isinstance(schema, str) and schema.lstrip()[:1] in ("{", "[", '"') and fmt_ != "protobuf":
+    wire = wire_format(fmt_)
+    if isinstance(schema, str) and schema.lstrip()[:1] in ("{", "[", '"') and wire.text_is_json:
         text = schema
         json.loads(text)
     else:
-        t = _arrow_type(schema)
-        if fmt_ == "avro":
-            text = avro.derive(t, record_name, namespace)
-        elif fmt_ == "protobuf":
-            text = protobuf.derive(t, record_name, namespace)
-        else:
-            text = jsonschema.derive(t, record_name)
+        text = wire.derive(_arrow_type(schema), record_name, namespace)
     try:
         registered = register_or_lookup(cfg, fmt_, subject, text, auto_register and not dry_run)
     except RegistryError as e:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
 import json
 import socket
 from collections.abc import Iterator
@@ -12,9 +15,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkafka.errors import ConfigError, RegistryError
-from sparkafka.registry import avro, jsonschema, protobuf
-from sparkafka.registry.client import parse_registry, register_or_lookup, subject_name
+from sparkafka.registry import avro, codec, jsonschema, protobuf
+from sparkafka.registry.client import FORMATS, parse_registry, register_or_lookup, subject_name
 from sparkafka.registry.codec import decode_array, encode_array
+from sparkafka.registry.formats import WIRE_FORMATS
 from sparkafka.registry.spark import decode_spec, encode_spec
 from sparkafka.registry.wire import (
     FrameError,
@@ -23,6 +27,7 @@ from sparkafka.registry.wire import (
     schema_id_of,
     write_message_indexes,
 )
+from sparkafka.registry.wireformat import Decode, Encode, Files, Reader, RecordUnreadableError
 from tests.support.schema_registry import TestSchemaRegistry, avro_can_read
 
 V1 = {
@@ -465,3 +470,79 @@ def test_use_latest_version_refuses_columns_the_schema_lacks_and_dry_runs_regist
     assert planned.writer.schema_id == -1
     with pytest.raises(RegistryError, match="no such subject"):
         decode_spec(cfg, "avro", "new-value")
+
+
+def _code_words(module: object) -> list[str]:
+    """Every name, attribute, import and string constant in a module's code, docstrings left out."""
+    tree = ast.parse(inspect.getsource(module))  # type: ignore[arg-type]
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    words: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            words.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            words.append(node.attr)
+        elif isinstance(node, ast.alias):
+            words.append(node.name)
+        elif isinstance(node, ast.ImportFrom):
+            words.append(node.module or "")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            words.append(node.value)
+    return [w.lower() for w in words]
+
+
+class _Reversed:
+    """A toy wire format (the payload is the text reversed), standing in under an existing format's name."""
+
+    name = "json_schema"
+    message_indexes = False
+    text_is_json = True
+
+    def reader(self, files: Files, message: str | None) -> Reader:
+        return Reader(json.loads(files[-1][1]), pa.string(), tuple(files))
+
+    def decoder(self, reader: Reader, writer: Files | None, indexes: list[int]) -> Decode:
+        if writer is not None and json.loads(writer[-1][1]) != reader.schema:
+            raise RecordUnreadableError("another writer")
+        return lambda data, start: data[start:].decode()[::-1]
+
+    def encoder(self, writer: Files) -> tuple[Encode, list[int]]:
+        return (lambda v: v[::-1].encode()), []
+
+    def derive(self, t: pa.DataType, name: str, namespace: str) -> str:
+        return json.dumps({"type": "string", "title": name})
+
+
+def test_the_codec_asks_the_wire_format_for_everything_and_names_none(
+    registry: TestSchemaRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert set(WIRE_FORMATS) == set(FORMATS)
+    assert all(f.name == name for name, f in WIRE_FORMATS.items())
+    code = _code_words(codec)
+    assert [word for word in code for name in ("avro", "protobuf", "json") if name in word] == []
+
+    monkeypatch.setitem(WIRE_FORMATS, "json_schema", _Reversed())
+    for cached in (codec._reader, codec._decoder, codec._encoder):
+        monkeypatch.setattr(codec, cached.__name__, functools.lru_cache(maxsize=64)(cached.__wrapped__))
+    from pyspark.sql.types import StringType
+
+    spec = encode_spec(registry.url, "json_schema", "toy-value", StringType(), record_name="Toy")
+    framed = encode_array(spec, pa.array(["abc", None, "xy"]))
+    assert framed.to_pylist()[0] == frame(spec.writer.schema_id, b"cba")
+    cfg = parse_registry({"url": registry.url})
+    other = frame(register_or_lookup(cfg, "json_schema", "o", '{"x": 1}', True).schema_id, b"q")
+    reader = decode_spec(registry.url, "json_schema", "toy-value")
+    read = decode_array(reader, pa.array([*framed.to_pylist(), other]))
+    assert read.to_pylist() == [
+        {"value": "abc", "error": None},
+        {"value": None, "error": None},
+        {"value": "xy", "error": None},
+        {"value": None, "error": "json_schema value: another writer"},
+    ]
