@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkafka-installed
 
-.PHONY: demo test check lint unit integration kafka spark-kafka bench-vs-spark bench-read-path bench-source bench-sink bench-latency bench-avro setup check-java clean
+.PHONY: demo test check lint unit integration kafka spark-kafka bench-vs-spark bench-read-path bench-memory bench-source bench-sink bench-latency bench-avro setup check-java clean
 
 setup: $(STAMP) check-java kafka
 
@@ -62,8 +62,11 @@ bench-sink: setup
 bench-latency: setup
 	$(PY) bench/latency.py
 
-bench-read-path: setup
-	$(PY) bench/read_path.py
+bench-read-path: setup spark-kafka
+	$(PY) bench/read_path.py --spark
+
+bench-memory: setup
+	$(PY) bench/worker_memory.py
 
 bench-avro: setup
 	$(PY) bench/avro_decode.py

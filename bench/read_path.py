@@ -8,9 +8,19 @@ by side, alternating, each ``--repeat`` times:
                Arrow record batches built, with the source's consumer settings
   read_ranges with librdkafka's default ``queued.min.messages`` (100,000), to show what that setting buys
 
-Ratios are against the median raw rate (goal, issue 29: read_ranges >= 1.0 x raw).
+Then, with ``--spark`` (the make target's default), where the rest of the time goes under Spark:
+batch reads of the same topic on ``local[2]`` into ``noop``, alternating, each ``--repeat`` times:
 
-    python bench/read_path.py [--records N] [--partitions P] [--repeat K]
+  sparkafka    ``spark.read.format("sparkafka")``: one reader task per partition, Arrow to the JVM
+  arrow floor  a Python data source whose tasks yield ready-made Arrow batches of the same schema, size
+               and rows (no Kafka): the most any Python source can do on this machine, what is left
+               once the fetch costs nothing (the Python worker, Arrow to the JVM, Spark's rows)
+  spark kafka  Spark's own ``format("kafka")`` (when its jars are installed: ``make spark-kafka``)
+
+Ratios are against the median raw rate (goals, issue 29: read_ranges >= 1.0 x raw); the Spark rows also
+against Spark's connector.
+
+    python bench/read_path.py [--records N] [--partitions P] [--repeat K] [--spark]
 """
 
 from __future__ import annotations
@@ -20,14 +30,19 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
+import pyarrow as pa
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTopicPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from source_throughput import fill
 from sparkafka.local import ApacheKafka
-from sparkafka.source.fetch import OffsetRange, read_ranges
+from sparkafka.local.spark import local_spark, stop_spark
+from sparkafka.local.spark_kafka_dist import SPARK_KAFKA, spark_jars
+from sparkafka.source.fetch import ROWS_PER_BATCH, OffsetRange, arrow_schema, read_ranges
 from sparkafka.structs import TopicPartition
 
 
@@ -57,11 +72,100 @@ def ranges(conf: Mapping[str, str], topic: str, partitions: int, per: int) -> fl
     return rows / elapsed
 
 
+class _FloorReader(DataSourceReader):
+    def __init__(self, partitions: int, per: int) -> None:
+        self._partitions, self._per = partitions, per
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(p) for p in range(self._partitions)]
+
+    def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
+        p, size = partition.value, ROWS_PER_BATCH
+        value = pa.array([b"x" * 100] * size, pa.binary())
+        for first in range(0, self._per, size):
+            n = min(size, self._per - first)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.nulls(n, pa.binary()),
+                    value.slice(0, n),
+                    pa.array(["floor"] * n, pa.string()),
+                    pa.array([p] * n, pa.int32()),
+                    pa.array(range(first, first + n), pa.int64()),
+                    pa.array([1_764_000_000_000_000] * n, pa.timestamp("us", tz="UTC")),
+                    pa.array([0] * n, pa.int32()),
+                ],
+                schema=arrow_schema(False),
+            )
+
+
+class FloorSource(DataSource):
+    """``format("bench_arrow_floor")``: tasks yield ready Arrow batches shaped as sparkafka's (no Kafka)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench_arrow_floor"
+
+    def schema(self) -> str:
+        return (
+            "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+            "timestampType int"
+        )
+
+    def reader(self, schema: Any) -> _FloorReader:
+        return _FloorReader(int(self.options["partitions"]), int(self.options["per"]))
+
+
+def spark_read(spark: Any, fmt: str, options: Mapping[str, str], total: int) -> float:
+    """Records per second of one batch read into ``noop`` (checked by counting it first, untimed)."""
+    reader = spark.read.format(fmt)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    df = reader.load()
+    started = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    elapsed = time.perf_counter() - started
+    return total / elapsed
+
+
+def spark_rows(conf: Mapping[str, str], topic: str, args: argparse.Namespace, per: int) -> None:
+    total = per * args.partitions
+    kafka = {"kafka.bootstrap.servers": conf["bootstrap.servers"], "subscribe": topic}
+    theirs = SPARK_KAFKA.installed_libs() is not None
+    spark = local_spark(app_name="bench-read-path", config={"spark.jars": spark_jars()} if theirs else None)
+    spark.dataSource.register(FloorSource)
+    formats = {
+        "sparkafka": ("sparkafka", kafka),
+        "arrow floor": (FloorSource.name(), {"partitions": str(args.partitions), "per": str(per)}),
+    }
+    if theirs:
+        formats["spark kafka"] = ("kafka", kafka)
+    try:
+        for fmt, options in formats.values():  # warm-up: workers, consumers, the JIT
+            spark_read(spark, fmt, options, total)
+        rates: dict[str, list[float]] = {name: [] for name in formats}
+        for i in range(args.repeat):
+            for name, (fmt, options) in formats.items():
+                rates[name].append(spark_read(spark, fmt, options, total))
+            print(
+                f"spark run {i + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rates.items()), flush=True
+            )
+    finally:
+        stop_spark(spark)
+    medians = {name: statistics.median(r) for name, r in rates.items()}
+    print(f"batch reads on local[2] into noop, {total:,} records, medians of {args.repeat}:")
+    for name, rate in medians.items():
+        vs = f"  {rate / medians['spark kafka']:.2f} x spark kafka" if theirs else ""
+        print(f"  {name:<26} {rate:>10,.0f} records/s{vs}")
+    if not theirs:
+        print("  (spark kafka: not installed; make spark-kafka)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--spark", action="store_true", help="also the batch reads under Spark (see above)")
     args = parser.parse_args()
     with ApacheKafka(data_dir=tempfile.mkdtemp(prefix="bench-read-path-")) as broker:
         conf = {"bootstrap.servers": broker.bootstrap_servers}
@@ -84,6 +188,8 @@ def main() -> None:
         for name, rates in rows.items():
             rate = statistics.median(rates)
             print(f"  {name:<26} {rate:>10,.0f} records/s  {rate / base:.2f} x raw")
+        if args.spark:
+            spark_rows(conf, topic, args, per)
 
 
 if __name__ == "__main__":

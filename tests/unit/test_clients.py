@@ -142,8 +142,10 @@ class FakeAdmin:
         self.rounds = rounds
         self.topics = topics
         self.requests: list[set[TopicPartition]] = []
+        self.metadata_asked = 0
 
     def list_topics(self, timeout: float) -> _Meta:
+        self.metadata_asked += 1
         return _Meta(self.topics)
 
     def list_offsets(self, request: dict[Any, Any], **_kwargs: Any) -> dict[Any, _Answer]:
@@ -450,13 +452,14 @@ def test_learning_topics_ahead_still_raises_permanent_errors() -> None:
         learn_topics(consumer, {"t"}, 1.0)
 
 
-def test_an_offset_below_zero_without_an_error_is_asked_again() -> None:
-    # Seen after a broker kill: an earliest offset below -232 and no error; reading from it failed.
+def test_an_offset_below_zero_without_an_error_is_asked_again_after_refreshing_metadata() -> None:
+    # librdkafka's answer for the partitions of a leader it could not reach (seen after a broker kill).
     admin = FakeAdmin([{A0: -1001, A1: 4}, {A0: 0}], {"a": 2})
     meta, clock = metadata(admin)
     assert meta.earliest([A0, A1]) == {A0: 0, A1: 4}
     assert admin.requests == [{A0, A1}, {A0}]
     assert clock.slept == [0.05]
+    assert admin.metadata_asked == 1  # the refreshed metadata lets the retry reach the new leader
 
 
 def test_no_record_that_new_stays_minus_one_by_timestamp() -> None:

@@ -36,9 +36,13 @@ log = logging.getLogger(__name__)
 
 
 class NoOffsetAnsweredError(Exception):
-    """A partition answered ListOffsets(earliest/latest) without an error and without an offset (retried)."""
+    """ListOffsets(earliest/latest) gave a partition no offset and no error: its leader's request failed."""
 
     retriable = True
+
+
+def _unanswered(e: BaseException) -> bool:
+    return isinstance(e, NoOffsetAnsweredError)
 
 
 def _offset(answer: Any, tp: TopicPartition, what: str, logical: bool) -> int:
@@ -110,9 +114,11 @@ class AdminMetadata:
     def _list_offsets(self, specs: dict[TopicPartition, Any], what: str, logical: bool = False) -> Offsets:
         """ListOffsets, retrying only the partitions that answered a retriable error.
 
-        An offset below 0 is no answer unless ``logical`` (by timestamp, -1 means "no record that new"):
-        it is asked again. Measured once in the chaos test, right after a broker kill: librdkafka gave an
-        earliest offset below -232 with no error, and reading the intent log from it failed.
+        An offset below 0 is no answer unless ``logical`` (by timestamp, -1 means "no record that new").
+        librdkafka gives -1001 without an error for every partition of a leader its request to failed
+        (``rd_kafka_ListOffsets_leaders_queried_cb`` fills the results in advance and only a leader's answer
+        overwrites them): seen in the chaos test after a broker kill, as long as its cached metadata
+        still named the dead leader. So it is treated as leaderless below.
 
         Each request is cut off after ``LEADER_ELECTION_S`` (it may be waiting for a dead leader). When a
         partition answers UNKNOWN_TOPIC_OR_PARTITION or a leaderless error (``is_leaderless``; librdkafka's
@@ -141,7 +147,7 @@ class AdminMetadata:
                     found[tp] = _offset(future.result(left), tp, what, logical)
                     todo.pop(tp, None)
                 except Exception as e:  # noqa: BLE001 - per-partition KafkaException: classified by the retry policy
-                    if error_code(e) == UNKNOWN_TOPIC_OR_PARTITION or is_leaderless(e):
+                    if error_code(e) == UNKNOWN_TOPIC_OR_PARTITION or is_leaderless(e) or _unanswered(e):
                         doubtful.add(tp)
                     failed.append(e)
             if doubtful:
