@@ -12,6 +12,7 @@ Then, with ``--spark`` (the make target's default), where the rest of the time g
 batch reads of the same topic on ``local[2]`` into ``noop``, alternating, each ``--repeat`` times:
 
   sparkafka    ``spark.read.format("sparkafka")``: one reader task per partition, Arrow to the JVM
+               (and with librdkafka's default prefetch queue, 64 MB, instead of the reader's 16 MB)
   arrow floor  a Python data source whose tasks yield ready-made Arrow batches of the same schema, size
                and rows (no Kafka): the most any Python source can do on this machine, what is left
                once the fetch costs nothing (the Python worker, Arrow to the JVM, Spark's rows)
@@ -135,6 +136,7 @@ def spark_rows(conf: Mapping[str, str], topic: str, args: argparse.Namespace, pe
     spark.dataSource.register(FloorSource)
     formats = {
         "sparkafka": ("sparkafka", kafka),
+        "sparkafka, queue 64 MB": ("sparkafka", {**kafka, "kafka.queued.max.messages.kbytes": "65536"}),
         "arrow floor": (FloorSource.name(), {"partitions": str(args.partitions), "per": str(per)}),
     }
     if theirs:

@@ -8,7 +8,7 @@ source's planner process). Prints, per process, its role, peak RSS, and its RSS 
 of the last batch (flat over time: the last no higher than the first plus a margin), and the goal (issue 29):
 each Python worker at most 300 MB.
 
-    python bench/worker_memory.py [--records N] [--batch-records B] [--partitions P]
+    python bench/worker_memory.py [--records N] [--batch-records B] [--partitions P] [--kafka KEY=VALUE]
 
 Linux only (reads ``/proc``). Nothing is timed here beyond the rate printed for reference.
 """
@@ -85,7 +85,7 @@ def role(pid: int) -> str:
     if not args:
         return "gone"
     if args[0].endswith("java"):
-        return "Spark JVM"
+        return "Kafka broker (JVM)" if "kafka.Kafka" in text else "Spark JVM"
     if "pyspark.daemon" in text:  # the daemon forks the workers: they keep its command line
         forked = "pyspark.daemon" in " ".join(_cmdline(_parent(pid)))
         return "Python worker (forked by pyspark.daemon)" if forked else "Python pyspark.daemon"
@@ -152,6 +152,13 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=4_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--batch-records", type=int, default=400_000)
+    parser.add_argument(
+        "--kafka",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a librdkafka setting for the source",
+    )
     args = parser.parse_args()
     with ApacheKafka() as broker:
         conf = {"bootstrap.servers": broker.bootstrap_servers}
@@ -191,6 +198,9 @@ def run(spark: object, bootstrap: str, topic: str, total: int, args: argparse.Na
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(args.batch_records))
     )
+    for setting in args.kafka:
+        key, _, value = setting.partition("=")
+        reader = reader.option(f"kafka.{key}", value)
     with tempfile.TemporaryDirectory() as checkpoint, sampler.running():
         started = time.perf_counter()
         query = (

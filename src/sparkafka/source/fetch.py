@@ -83,8 +83,12 @@ def _consumer(conf: Mapping[str, str]) -> Any:
     settings.setdefault("max.partition.fetch.bytes", str(8 * 1024 * 1024))
     # Keep fetching while the Python side drains the queue: at librdkafka's default (100,000 messages)
     # the prefetch pauses and resumes in steps, and a task read at 0.6 x the rate it reaches with a
-    # queue of 1,000,000 (bench/read_path.py; memory stays bounded by queued.max.messages.kbytes).
+    # queue of 1,000,000 (bench/read_path.py). The queue is then bounded by its size in bytes: 16 MB,
+    # not librdkafka's 64 MB, which cost each Python worker about 150 MB more (peak 507 MB against 359,
+    # bench/worker_memory.py: librdkafka keeps about 4 x the payload per queued message) and no speed
+    # under Spark (batch reads 326,261 against 304,579 records/s, bench/read_path.py --spark).
     settings.setdefault("queued.min.messages", "1000000")
+    settings.setdefault("queued.max.messages.kbytes", "16384")
     # Short: the fetch past a range's end is held this long, and the next partition's requests queue
     # behind it on the connection (see broker_gaps for the brokers where it must be longer).
     settings["fetch.wait.max.ms"] = broker_gaps.fetch_wait_ms(conf)
