@@ -117,7 +117,7 @@ class FloorSource(DataSource):
 
 
 def spark_read(spark: Any, fmt: str, options: Mapping[str, str], total: int) -> float:
-    """Records per second of one batch read into ``noop`` (checked by counting it first, untimed)."""
+    """Records per second of one batch read of ``total`` records into ``noop`` (rows are not counted)."""
     reader = spark.read.format(fmt)
     for k, v in options.items():
         reader = reader.option(k, v)

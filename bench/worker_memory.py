@@ -137,6 +137,11 @@ class Sampler:
             with self._lock:
                 self.processes[pid].at_batch_end[batch_id] = mb
 
+    def marked(self, batch_id: int) -> bool:
+        """Whether the end of ``batch_id`` has been recorded."""
+        with self._lock:
+            return any(batch_id in p.at_batch_end for p in self.processes.values())
+
     @contextlib.contextmanager
     def running(self) -> Iterator[Sampler]:
         self._thread.start()
@@ -212,7 +217,10 @@ def run(spark: object, bootstrap: str, topic: str, total: int, args: argparse.Na
         )
         query.awaitTermination()
         elapsed = time.perf_counter() - started
-        time.sleep(0.5)  # the listener's last call arrives on its own thread
+        last = (query.lastProgress or {}).get("batchId")
+        deadline = time.monotonic() + 30  # the listener's last call arrives on its own thread, after the end
+        while last is not None and not sampler.marked(last) and time.monotonic() < deadline:
+            time.sleep(0.05)
     batches = sorted({b for p in sampler.processes.values() for b in p.at_batch_end})
     print(f"read {total:,} records in {len(batches)} batches, {total / elapsed:,.0f} records/s")
     first, last = (batches[0], batches[-1]) if batches else (None, None)

@@ -41,10 +41,6 @@ class NoOffsetAnsweredError(Exception):
     retriable = True
 
 
-def _unanswered(e: BaseException) -> bool:
-    return isinstance(e, NoOffsetAnsweredError)
-
-
 def _offset(answer: Any, tp: TopicPartition, what: str, logical: bool) -> int:
     """The offset of one partition's ListOffsets answer; below 0 only where ``logical`` allows it."""
     offset = int(answer.offset)
@@ -147,7 +143,11 @@ class AdminMetadata:
                     found[tp] = _offset(future.result(left), tp, what, logical)
                     todo.pop(tp, None)
                 except Exception as e:  # noqa: BLE001 - per-partition KafkaException: classified by the retry policy
-                    if error_code(e) == UNKNOWN_TOPIC_OR_PARTITION or is_leaderless(e) or _unanswered(e):
+                    if (
+                        error_code(e) == UNKNOWN_TOPIC_OR_PARTITION
+                        or is_leaderless(e)
+                        or isinstance(e, NoOffsetAnsweredError)
+                    ):
                         doubtful.add(tp)
                     failed.append(e)
             if doubtful:

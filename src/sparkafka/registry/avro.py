@@ -276,7 +276,7 @@ class _Avro:
     def decoder(self, reader: Reader, writer: Files | None, indexes: list[int]) -> Decode:
         if writer is None:
             return decoder(reader.schema, None)
-        (written, w_named), (read, r_named) = _parsed(writer), _parsed(list(reader.files))
+        (written, w_named), (read, r_named) = _parsed(writer), _parsed(reader.files)
         field = unit_mismatch(written, read, w_named, r_named)
         if field:
             raise ReaderCannotReadError(

@@ -86,7 +86,8 @@ def _consumer(conf: Mapping[str, str]) -> Any:
     # queue of 1,000,000 (bench/read_path.py). The queue is then bounded by its size in bytes: 16 MB,
     # not librdkafka's 64 MB, which cost each Python worker about 150 MB more (peak 507 MB against 359,
     # bench/worker_memory.py: librdkafka keeps about 4 x the payload per queued message) and no speed
-    # under Spark (batch reads 326,261 against 304,579 records/s, bench/read_path.py --spark).
+    # measurable under Spark (batch reads at 16 MB against 64 MB: 326,261 against 304,579, then 357,209
+    # against 392,398 records/s in two runs of bench/read_path.py --spark; runs spread more than that).
     settings.setdefault("queued.min.messages", "1000000")
     settings.setdefault("queued.max.messages.kbytes", "16384")
     # Short: the fetch past a range's end is held this long, and the next partition's requests queue
