@@ -5,9 +5,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkafka-installed
 
-.PHONY: demo test check lint unit integration kafka spark-kafka bench-vs-spark bench-read-path bench-memory bench-source bench-sink bench-latency bench-avro setup check-java clean
+.PHONY: demo test check lint unit integration kafka spark-kafka native bench-vs-spark bench-read-path bench-memory bench-source bench-sink bench-latency bench-avro setup check-java clean
 
-setup: $(STAMP) check-java kafka
+setup: $(STAMP) check-java kafka native
 
 # Apache Kafka's broker jars, pinned and checksummed (src/sparkafka/local/apache_kafka), from Maven Central
 # into ~/.cache/sparkafka once; a second run downloads nothing. `make demo` and `make test` run on it.
@@ -18,6 +18,21 @@ kafka: $(STAMP) check-java
 # test and benchmark dependency only, for the side-by-side tests and bench/vs_spark.py.
 spark-kafka: $(STAMP) check-java
 	@$(PY) -m sparkafka.local.spark_kafka_dist
+
+# sparkafka's native fetch (native/: Rust over librdkafka built from source, locked in native/Cargo.lock), into
+# the venv; cargo's build cache is ~/.cache/sparkafka/native-target, so a second clone builds in seconds.
+# Without it sparkafka reads through confluent-kafka (option fetcher=auto).
+NATIVE_STAMP := $(VENV)/.sparkafka-native
+NATIVE_TARGET := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/sparkafka/native-target
+native: $(NATIVE_STAMP)
+
+$(NATIVE_STAMP): $(STAMP) $(wildcard native/Cargo.* native/pyproject.toml native/*.pyi native/src/*.rs)
+	@scripts/check_rust.sh
+	rm -rf $(VENV)/native-wheels
+	CARGO_TARGET_DIR=$(NATIVE_TARGET) $(VENV)/bin/maturin build --quiet --release --locked \
+		-i $(PY) -m native/Cargo.toml -o $(VENV)/native-wheels
+	$(PY) -m pip install --quiet --force-reinstall --no-deps $(VENV)/native-wheels/sparkafka_native-*.whl
+	touch $@
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: Python 3.11+ is required (found " + sys.version.split()[0] + ")")'
@@ -34,7 +49,7 @@ check-java:
 demo: setup
 	$(VENV)/bin/sparkafka demo
 
-lint: $(STAMP)
+lint: $(STAMP) native
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/ruff format --check src tests bench
 	$(VENV)/bin/mypy
@@ -47,7 +62,7 @@ check: setup spark-kafka lint
 	$(PY) -m pytest tests/unit -q
 	$(PY) -m pytest tests/integration -m "not chaos and not cluster"
 
-unit: $(STAMP)
+unit: $(STAMP) native
 	$(PY) -m pytest tests/unit -q
 
 integration: setup spark-kafka

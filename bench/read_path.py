@@ -5,14 +5,16 @@ by side, alternating, each ``--repeat`` times:
 
   raw          a bare confluent-kafka loop: assign the partitions, ``consume(10000)``, count (no Arrow)
   read_ranges  ``sparkafka.source.fetch.read_ranges`` over the same partitions from 0 to their ends,
-               Arrow record batches built, with the source's consumer settings
-  read_ranges with librdkafka's default ``queued.min.messages`` (100,000), to show what that setting buys
+               Arrow record batches built, with the source's consumer settings: the native fetch
+               (``fetcher=native``, sparkafka's librdkafka extension) and the pure-Python one
+               (``fetcher=python``, confluent-kafka)
 
 Then, with ``--spark`` (the make target's default), where the rest of the time goes under Spark:
 batch reads of the same topic on ``local[2]`` into ``noop``, alternating, each ``--repeat`` times:
 
-  sparkafka    ``spark.read.format("sparkafka")``: one reader task per partition, Arrow to the JVM
-               (and with librdkafka's default prefetch queue, 64 MB, instead of the reader's 16 MB)
+  sparkafka    ``spark.read.format("sparkafka")``: one reader task per partition, Arrow to the JVM,
+               with the native fetch and with the pure-Python one (and the native one with librdkafka's
+               default ``fetch.queue.backoff.ms``, 1 s, instead of the reader's 10 ms)
   arrow floor  a Python data source whose tasks yield ready-made Arrow batches of the same schema, size
                and rows (no Kafka): the most any Python source can do on this machine, what is left
                once the fetch costs nothing (the Python worker, Arrow to the JVM, Spark's rows)
@@ -44,6 +46,7 @@ from sparkafka.local import ApacheKafka
 from sparkafka.local.spark import local_spark, stop_spark
 from sparkafka.local.spark_kafka_dist import SPARK_KAFKA, spark_jars
 from sparkafka.source.fetch import ROWS_PER_BATCH, OffsetRange, arrow_schema, read_ranges
+from sparkafka.source.options import FetcherChoice
 from sparkafka.structs import TopicPartition
 
 
@@ -61,11 +64,11 @@ def raw(conf: Mapping[str, str], topic: str, partitions: int, total: int) -> flo
     return seen / elapsed
 
 
-def ranges(conf: Mapping[str, str], topic: str, partitions: int, per: int) -> float:
+def ranges(conf: Mapping[str, str], topic: str, partitions: int, per: int, fetcher: FetcherChoice) -> float:
     todo = [OffsetRange(TopicPartition(topic, p), 0, per) for p in range(partitions)]
     rows = 0
     started = time.perf_counter()
-    for batch in read_ranges(conf, todo):
+    for batch in read_ranges(conf, todo, fetcher=fetcher):
         rows += batch.num_rows
     elapsed = time.perf_counter() - started
     if rows != per * partitions:
@@ -135,8 +138,12 @@ def spark_rows(conf: Mapping[str, str], topic: str, args: argparse.Namespace, pe
     spark = local_spark(app_name="bench-read-path", config={"spark.jars": spark_jars()} if theirs else None)
     spark.dataSource.register(FloorSource)
     formats = {
-        "sparkafka": ("sparkafka", kafka),
-        "sparkafka, queue 64 MB": ("sparkafka", {**kafka, "kafka.queued.max.messages.kbytes": "65536"}),
+        "sparkafka native": ("sparkafka", {**kafka, "fetcher": "native"}),
+        "sparkafka python": ("sparkafka", {**kafka, "fetcher": "python"}),
+        "sparkafka native, 1 s backoff": (
+            "sparkafka",
+            {**kafka, "fetcher": "native", "kafka.fetch.queue.backoff.ms": "1000"},  # librdkafka's default
+        ),
         "arrow floor": (FloorSource.name(), {"partitions": str(args.partitions), "per": str(per)}),
     }
     if theirs:
@@ -157,7 +164,7 @@ def spark_rows(conf: Mapping[str, str], topic: str, args: argparse.Namespace, pe
     print(f"batch reads on local[2] into noop, {total:,} records, medians of {args.repeat}:")
     for name, rate in medians.items():
         vs = f"  {rate / medians['spark kafka']:.2f} x spark kafka" if theirs else ""
-        print(f"  {name:<26} {rate:>10,.0f} records/s{vs}")
+        print(f"  {name:<30} {rate:>10,.0f} records/s{vs}")
     if not theirs:
         print("  (spark kafka: not installed; make spark-kafka)")
 
@@ -175,12 +182,11 @@ def main() -> None:
         fill(conf, topic, args.records, args.partitions)
         per = args.records // args.partitions
         total = per * args.partitions
-        rows: dict[str, list[float]] = {"raw": [], "read_ranges": [], "read_ranges, queue 100k": []}
+        rows: dict[str, list[float]] = {"raw": [], "read_ranges native": [], "read_ranges python": []}
         for i in range(args.repeat):
             rows["raw"].append(raw(conf, topic, args.partitions, args.records))
-            rows["read_ranges"].append(ranges(conf, topic, args.partitions, per))
-            default_queue = {**conf, "queued.min.messages": "100000"}
-            rows["read_ranges, queue 100k"].append(ranges(default_queue, topic, args.partitions, per))
+            rows["read_ranges native"].append(ranges(conf, topic, args.partitions, per, "native"))
+            rows["read_ranges python"].append(ranges(conf, topic, args.partitions, per, "python"))
             print(f"run {i + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rows.items()), flush=True)
         base = statistics.median(rows["raw"])
         print(
@@ -189,7 +195,7 @@ def main() -> None:
         )
         for name, rates in rows.items():
             rate = statistics.median(rates)
-            print(f"  {name:<26} {rate:>10,.0f} records/s  {rate / base:.2f} x raw")
+            print(f"  {name:<30} {rate:>10,.0f} records/s  {rate / base:.2f} x raw")
         if args.spark:
             spark_rows(conf, topic, args, per)
 

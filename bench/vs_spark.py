@@ -7,7 +7,9 @@ connectors with the same options, only the format's name changed, as a user swit
   source   a backlog (default 2,000,000 records of 100 B in 4 partitions) read into ``noop`` with
            availableNow and ``maxOffsetsPerTrigger`` (default 500,000): the backlog drain (records over
            the wall time from ``start()`` to the query's end) and the steady state (records over the
-           summed batch durations Spark reports). Each connector ``--repeat`` times, alternating.
+           summed batch durations Spark reports). Each connector ``--repeat`` times, alternating, and a
+           bare confluent-kafka loop over the same topic in this process (``read_path.raw``) before and
+           after them (the ratio uses their mean; issue 29's goal: the drain >= 2.0 x that loop).
   latency  a feeder at 20 records/s into a 2-partition topic; the connector's source -> its sink, default
            trigger; a read_committed consumer times each record from send to receipt: p50, p99, and the
            median of each part of Spark's per-batch durations (where the time goes). Theirs at least
@@ -43,6 +45,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 import sink_throughput
 from latency import Batches, Feeder, Receiver, percentile
 from latency import create as create_topics
+from read_path import raw
 from source_throughput import fill
 from sparkafka.local import ApacheKafka
 from sparkafka.local.spark import local_spark, stop_spark
@@ -191,6 +194,7 @@ def bench_source(spark: Any, conf: dict[str, str], args: argparse.Namespace) -> 
         read_source(
             spark, fmt, bootstrap=bootstrap, topic=warm, total=warm_total, per_batch=args.warm_records // 4
         )
+    loops = [raw(conf, topic, args.partitions, total)]
     runs: dict[str, list[SourceRun]] = {THEIRS: [], OURS: []}
     for i in range(args.repeat):
         for fmt in (THEIRS, OURS) if i % 2 == 0 else (OURS, THEIRS):
@@ -203,11 +207,18 @@ def bench_source(spark: Any, conf: dict[str, str], args: argparse.Namespace) -> 
                 f"{_parts_text(run.parts)}",
                 flush=True,
             )
+    loops.append(raw(conf, topic, args.partitions, total))
+    loop = statistics.mean(loops)
     drain = {f: statistics.median(r.drain for r in rs) for f, rs in runs.items()}  # medians of the runs
     steady = {f: statistics.median(r.steady for r in rs) for f, rs in runs.items()}
+    print(f"  raw loop   {', '.join(f'{r:,.0f}' for r in loops)} rec/s (one process, no Spark, no Arrow)")
     print(
         f"SOURCE ours/theirs: drain {drain[OURS] / drain[THEIRS]:.2f} ({drain[OURS]:,.0f} vs "
         f"{drain[THEIRS]:,.0f} rec/s), steady {steady[OURS] / steady[THEIRS]:.2f} (goal >= 1.0)"
+    )
+    print(
+        f"SOURCE drain / raw loop: ours {drain[OURS] / loop:.2f}, theirs {drain[THEIRS] / loop:.2f} "
+        f"(loop {loop:,.0f} rec/s; goal ours >= 2.0)"
     )
 
 

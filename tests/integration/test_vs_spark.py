@@ -65,14 +65,16 @@ def produce_varied(conf: dict[str, str], topic: str, partitions: int, n: int, t0
     assert producer.flush(30) == 0
 
 
+@pytest.mark.parametrize("fetcher", ["native", "python"])
 def test_batch_reads_give_the_same_rows_earliest_to_latest_with_headers(
-    spark: Any, kafka_conf: dict[str, str], bootstrap: str, kafka: Kafka
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, kafka: Kafka, fetcher: str
 ) -> None:
     topic = kafka.topic(partitions=3)
     produce_varied(kafka_conf, topic, 3, 120)
     appended = kafka.topic(partitions=2, config={"message.timestamp.type": "LogAppendTime"})
     produce_varied(kafka_conf, appended, 2, 30)
     theirs, ours = both(spark, bootstrap, subscribe=f"{topic},{appended}", includeHeaders="true")
+    ours = ours.option("fetcher", fetcher)  # sparkafka's native fetch, and its pure-Python one
     expected = rows(theirs.load())
     assert len(expected) == 150
     assert {r[6] for r in expected} == {0, 1}  # CreateTime and LogAppendTime both covered
@@ -80,7 +82,7 @@ def test_batch_reads_give_the_same_rows_earliest_to_latest_with_headers(
     assert rows(ours.load()) == expected
     # Without headers, and by pattern: the same again.
     theirs, ours = both(spark, bootstrap, subscribePattern=f"{topic}|{appended}")
-    assert rows(ours.load()) == rows(theirs.load())
+    assert rows(ours.option("fetcher", fetcher).load()) == rows(theirs.load())
 
 
 def test_batch_reads_with_json_offsets_and_by_timestamp_give_the_same_rows(
@@ -211,8 +213,9 @@ def test_streaming_reads_give_the_same_rows_available_now_and_rate_limited(
             assert min(their_batches, our_batches) >= 5
 
 
+@pytest.mark.parametrize("fetcher", ["native", "python"])
 def test_read_committed_skips_the_same_aborted_records(
-    spark: Any, kafka_conf: dict[str, str], bootstrap: str, kafka: Kafka
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, kafka: Kafka, fetcher: str
 ) -> None:
     topic = kafka.topic(partitions=1)
     producer = Producer({**kafka_conf, "transactional.id": f"vs-{uuid.uuid4().hex[:8]}"})
@@ -230,7 +233,7 @@ def test_read_committed_skips_the_same_aborted_records(
         theirs, ours = both(spark, bootstrap, subscribe=topic, **{"kafka.isolation.level": isolation})
         expected = rows(theirs.load())
         assert len(expected) == (40 if isolation == "read_committed" else 60)
-        assert rows(ours.load()) == expected
+        assert rows(ours.option("fetcher", fetcher).load()) == expected
 
 
 def _records(conf: dict[str, str], topics: list[str]) -> dict[str, list[Row]]:

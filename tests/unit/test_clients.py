@@ -466,3 +466,37 @@ def test_no_record_that_new_stays_minus_one_by_timestamp() -> None:
     admin = FakeAdmin([{A0: -1}], {"a": 2})
     meta, _ = metadata(admin)
     assert meta.for_timestamp([A0], 123) == {A0: -1}
+
+
+def test_an_admin_client_gets_no_consumer_setting_it_would_warn_about() -> None:
+    """A reader's settings (kafka.* plus the reader's own) made an AdminClient print a CONFWARN line for
+    each consumer-only one; ``admin_settings`` leaves them out."""
+    import logging
+
+    from confluent_kafka import cimpl
+
+    from sparkafka.client.core import admin_settings
+    from sparkafka.source.fetch import _reader_settings
+
+    class Lines(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lines: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.lines.append(record.getMessage())
+
+    def warnings(settings: dict[str, str]) -> list[str]:
+        handler = Lines()
+        logger = logging.getLogger(f"test-admin-{id(handler)}")
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+        # An AdminClient is a producer-type handle: a Producer warns alike (cimpl's own: tests stand in for
+        # confluent_kafka.Producer). Without bootstrap.servers it connects nowhere (and warns about that).
+        handle = cimpl.Producer({**settings, "logger": logger})
+        handle.poll(0)
+        return [line for line in handler.lines if "CONFWARN" in line and "consumer property" in line]
+
+    reader = _reader_settings({"fetch.min.bytes": "1"})
+    assert warnings(reader)  # the check can fail: an AdminClient does warn about these
+    assert warnings(admin_settings(reader)) == []

@@ -261,16 +261,48 @@ def close_all() -> None:
 
 atexit.register(close_all)
 
-# librdkafka settings that only consumers or producers accept; AdminClient warns about them.
-_ADMIN_DROP = {
-    "enable.auto.commit",
-    "isolation.level",
-    "group.id",
-    "auto.offset.reset",
-    "enable.partition.eof",
-    "transactional.id",
-    "transaction.timeout.ms",
-}
+# librdkafka settings that only consumers or producers accept; AdminClient warns about them (a CONFWARN line
+# for each consumer setting a user passes as kafka.*, since an AdminClient is a producer-type handle).
+_ADMIN_DROP = frozenset(
+    [
+        "allow.auto.create.topics",
+        "auto.commit.enable",
+        "auto.commit.interval.ms",
+        "auto.offset.reset",
+        "check.crcs",
+        "consume.callback.max.messages",
+        "coordinator.query.interval.ms",
+        "enable.auto.commit",
+        "enable.auto.offset.store",
+        "enable.partition.eof",
+        "fetch.error.backoff.ms",
+        "fetch.max.bytes",
+        "fetch.message.max.bytes",
+        "fetch.min.bytes",
+        "fetch.queue.backoff.ms",
+        "fetch.wait.max.ms",
+        "group.id",
+        "group.instance.id",
+        "group.protocol",
+        "group.protocol.type",
+        "group.remote.assignor",
+        "heartbeat.interval.ms",
+        "isolation.level",
+        "max.partition.fetch.bytes",
+        "max.poll.interval.ms",
+        "max.poll.records",
+        "offset.store.method",
+        "offset.store.path",
+        "offset.store.sync.interval.ms",
+        "partition.assignment.strategy",
+        "queued.max.messages.kbytes",
+        "queued.min.messages",
+        "session.timeout.ms",
+        "share.acknowledgement.mode",
+        "transactional.id",
+        "transaction.timeout.ms",
+    ]
+)
 
 
 _LOG_SERVE_INTERVAL_S = 1.0

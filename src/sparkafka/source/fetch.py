@@ -1,24 +1,22 @@
-"""Executor-side reading: consume offset ranges with confluent-kafka and build Arrow record batches.
+"""Executor-side reading: consume offset ranges and yield Arrow record batches.
 
-Runs inside Spark's Python workers. One consumer per worker process and configuration is cached and reused
+Runs inside Spark's Python workers. One client per worker process and configuration is cached and reused
 across tasks and micro-batches (creating one costs a broker handshake); it is only ever used with
-``assign`` and explicit positions, never with group membership or commits.
+``assign`` and explicit positions, never with group membership or commits. How records come off Kafka is a
+``fetchers.Fetcher``'s job (sparkafka's native extension, else confluent-kafka); what to read, when a range
+is done and what an event means are decided here, the same for both.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
-import itertools
 import logging
-import operator
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from sparkafka.client import broker_gaps
 from sparkafka.client.core import (
@@ -28,10 +26,12 @@ from sparkafka.client.core import (
     is_leaderless,
     learn_topics,
     new_consumer,
-    next_messages,
     with_retries,
 )
 from sparkafka.errors import BrokerError, DataLossError
+from sparkafka.source.fetchers import Fetcher, PythonFetcher, arrow_schema
+from sparkafka.source.native_fetch import NativeFetcher, NativeUnavailableError
+from sparkafka.source.options import FetcherChoice
 from sparkafka.structs import TopicPartition
 
 __all__ = ["OffsetRange", "arrow_schema", "read_ranges"]
@@ -39,10 +39,6 @@ __all__ = ["OffsetRange", "arrow_schema", "read_ranges"]
 log = logging.getLogger(__name__)
 
 ROWS_PER_BATCH = 20_000
-_IS_NOT_NONE = functools.partial(operator.is_not, None)
-_CONSUME_CHUNK = 5_000
-
-_HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
 @dataclass(frozen=True)
@@ -54,24 +50,8 @@ class OffsetRange:
     end: int
 
 
-def arrow_schema(include_headers: bool) -> pa.Schema:
-    """The Arrow schema of what ``read_ranges`` yields; matches the source's Spark schema."""
-    fields = [
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-        pa.field("timestampType", pa.int32()),
-    ]
-    if include_headers:
-        fields.append(pa.field("headers", _HEADERS_TYPE))
-    return pa.schema(fields)
-
-
-def _consumer(conf: Mapping[str, str]) -> Any:
-
+def _reader_settings(conf: Mapping[str, str]) -> dict[str, str]:
+    """The librdkafka settings of a reader's consumer: ``conf`` with the reader's own."""
     settings = dict(conf)
     settings["enable.auto.commit"] = "false"
     settings["enable.auto.offset.store"] = "false"
@@ -79,8 +59,11 @@ def _consumer(conf: Mapping[str, str]) -> Any:
     # An out-of-range position must surface as an error (data loss), never as a silent reset.
     settings["auto.offset.reset"] = "error"
     settings.setdefault("group.id", "sparkafka-reader")
-    # Bigger fetches per partition: a task reads known ranges to the end, so larger requests only help.
-    settings.setdefault("max.partition.fetch.bytes", str(8 * 1024 * 1024))
+    # 2 MB fetches per partition (librdkafka's default is 1 MB): as fast as 8 MB under Spark (batch reads:
+    # 1,678,278 against 1,486,538 records/s) and each response buffer, held while any of its records is
+    # queued, is smaller: a Python worker's peak at 400,000 rows a batch fell from 361 to 265 MB, flat
+    # (bench/worker_memory.py).
+    settings.setdefault("max.partition.fetch.bytes", str(2 * 1024 * 1024))
     # Keep fetching while the Python side drains the queue: at librdkafka's default (100,000 messages)
     # the prefetch pauses and resumes in steps, and a task read at 0.6 x the rate it reaches with a
     # queue of 1,000,000 (bench/read_path.py). The queue is then bounded by its size in bytes: 16 MB,
@@ -90,78 +73,40 @@ def _consumer(conf: Mapping[str, str]) -> Any:
     # against 392,398 records/s in two runs of bench/read_path.py --spark; runs spread more than that).
     settings.setdefault("queued.min.messages", "1000000")
     settings.setdefault("queued.max.messages.kbytes", "16384")
+    # Once that queue is full, librdkafka postpones the partition's next fetch by fetch.queue.backoff.ms:
+    # 1 s by default, which the native fetch (it drains 16 MB in tens of ms) spent waiting. At 10 ms a batch
+    # read under Spark runs 1.8 x faster with the queue still bounded at 16 MB (bench/read_path.py --spark
+    # has the row with librdkafka's 1 s beside the reader's 10 ms).
+    settings.setdefault("fetch.queue.backoff.ms", "10")
     # Short: the fetch past a range's end is held this long, and the next partition's requests queue
     # behind it on the connection (see broker_gaps for the brokers where it must be longer).
     settings["fetch.wait.max.ms"] = broker_gaps.fetch_wait_ms(conf)
-    return cached("reader-consumer", settings, lambda: new_consumer(settings), lambda c: c.close())
+    return settings
 
 
-def _timestamp_type(kind: int) -> int:
-    # librdkafka: 1 create time, 2 log append time, 0 not available; Kafka's TimestampType ids: 0, 1, -1.
-    return {1: 0, 2: 1}.get(kind, -1)
-
-
-class _Columns:
-    """Column builders for one Arrow batch."""
-
-    def __init__(self, include_headers: bool) -> None:
-        self.include_headers = include_headers
-        self._reset()
-
-    def _reset(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.topics: list[str] = []
-        self.partitions: list[int] = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int | None] = []
-        """Milliseconds since the epoch; made microseconds in Arrow by ``build``."""
-        self.types: list[int] = []
-        self.headers: list[list[dict[str, Any]] | None] = []
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def take(self) -> _Columns:
-        """What was added so far, leaving this builder empty."""
-        full = copy.copy(self)  # shares the filled lists; this builder gets new ones
-        self._reset()
-        return full
-
-    def add(self, msgs: Sequence[Any], topic: str, partition: int) -> None:
-        # map() over the C methods: no Python bytecode per message (the read's hot loop).
-        message = type(msgs[0])
-        self.keys.extend(map(message.key, msgs))
-        self.values.extend(map(message.value, msgs))
-        self.offsets.extend(map(message.offset, msgs))
-        kinds, stamps = zip(*map(message.timestamp, msgs), strict=True)
-        if kinds.count(1) == len(kinds):  # the common case: every record has a create time (ms)
-            self.timestamps.extend(stamps)
-            self.types.extend([0] * len(stamps))
+def _fetcher(conf: Mapping[str, str], choice: FetcherChoice) -> Fetcher:
+    """The worker's cached ``Fetcher`` for ``conf``: the native one unless ``choice`` is ``python`` or (for
+    ``auto``) the extension is missing or cannot take the settings; then confluent-kafka's."""
+    settings = _reader_settings(conf)
+    if choice != "python":
+        try:
+            native: Fetcher = cached("reader-native", settings, lambda: NativeFetcher(settings), _close)
+        except NativeUnavailableError as e:
+            if choice == "native":
+                raise NativeUnavailableError(f"option fetcher=native: {e}") from None
+            if e.args[0] not in _told:
+                _told.add(e.args[0])
+                log.info("%s; reading with confluent-kafka (option fetcher=auto)", e)
         else:
-            self.timestamps.extend([ts if kind else None for kind, ts in zip(kinds, stamps, strict=True)])
-            self.types.extend([_timestamp_type(kind) for kind in kinds])
-        self.topics.extend([topic] * len(msgs))
-        self.partitions.extend([partition] * len(msgs))
-        if self.include_headers:
-            for m in msgs:
-                hs = m.headers()
-                # No headers: null, as Spark's connector gives (KafkaRecordToRowConverter), not [].
-                self.headers.append([{"key": k, "value": v} for k, v in hs] if hs else None)
+            return native
+    return cached("reader-consumer", settings, lambda: PythonFetcher(new_consumer(settings)), _close)
 
-    def build(self, schema: pa.Schema) -> pa.RecordBatch:
-        arrays = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
-            pa.array(self.topics, pa.string()),
-            pa.array(self.partitions, pa.int32()),
-            pa.array(self.offsets, pa.int64()),
-            pc.multiply(pa.array(self.timestamps, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC")),
-            pa.array(self.types, pa.int32()),
-        ]
-        if self.include_headers:
-            arrays.append(pa.array(self.headers, _HEADERS_TYPE))
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+_told: set[str] = set()
+
+
+def _close(fetcher: Fetcher) -> None:
+    fetcher.close()
 
 
 def read_ranges(
@@ -170,50 +115,47 @@ def read_ranges(
     include_headers: bool = False,
     fail_on_data_loss: bool = True,
     poll_timeout_ms: int = 120_000,
+    *,
+    fetcher: FetcherChoice = "auto",
 ) -> Iterator[pa.RecordBatch]:
     """Yield every record in ``ranges`` exactly once, in offset order per partition, as Arrow batches.
 
-    A partition is done when a record at or past its end arrives, the consumer's position reaches the end,
-    or the partition's end-of-log event reports an offset at or past the end. So gaps (transaction
-    markers, compaction, aborted records under read_committed) never stall it.
+    Partitions are read one after another (a batch holds one partition's records). A partition is done
+    when a record at or past its end arrives, the consumer's position reaches the end, or the partition's
+    end-of-log event reports an offset at or past the end. So gaps (transaction markers, compaction,
+    aborted records under read_committed) never stall it. ``fetcher`` picks how records are taken off
+    Kafka (``_fetcher``); the decisions here are the same for both.
 
     Raises:
         DataLossError: the range starts below the log start (retention) and ``fail_on_data_loss``.
         BrokerError: no progress within ``poll_timeout_ms``.
+        NativeUnavailableError: ``fetcher`` is ``native`` and the extension is missing or refuses a setting.
     """
-    from confluent_kafka import TopicPartition as CTopicPartition
-
     todo = [r for r in ranges if r.end > r.start]
     if not todo:
         return
-    schema = arrow_schema(include_headers)
-    consumer = _consumer(conf)
-    learn_topics(consumer, {r.tp.topic for r in todo}, 30)
-    starts = {r.tp: _check_start(consumer, r, fail_on_data_loss, conf) for r in todo}
-    ends = {r.tp: r.end for r in todo}
-    columns = _Columns(include_headers)
+    reader = _fetcher(conf, fetcher)
+    learn_topics(reader, {r.tp.topic for r in todo}, 30)
+    starts = {r.tp: _check_start(reader, r, fail_on_data_loss, conf) for r in todo}
     stalled = functools.partial(broker_gaps.note_stalled_fetch, conf)
     try:
-        # One partition at a time: every message of a chunk is then of that partition, which saves two
-        # calls per message (topic(), partition()), a measurable share of the read.
-        for only in sorted(tp for tp in ends if starts[tp] < ends[tp]):
-            while True:
-                consumer.assign([CTopicPartition(only.topic, only.partition, starts[only])])
+        for r in sorted(todo, key=lambda r: r.tp):
+            only = r.tp
+            while starts[only] < r.end:
+                reader.assign(only, starts[only])
                 try:
-                    reading = _read_partition(consumer, only, ends, columns, poll_timeout_ms, stalled=stalled)
-                    for full in reading:
-                        yield full.build(schema)
+                    yield from _read_partition(
+                        reader, only, r.end, include_headers, poll_timeout_ms, stalled=stalled
+                    )
                     break
                 except _StalledError as e:  # the fetch wait was raised: again from where the read got to
-                    consumer.unassign()
+                    reader.unassign()
                     if e.position is not None:
                         starts[only] = e.position
-                    consumer = _consumer(conf)
-                    learn_topics(consumer, {only.topic}, 30)
-        if len(columns):
-            yield columns.build(schema)
+                    reader = _fetcher(conf, fetcher)
+                    learn_topics(reader, {only.topic}, 30)
     finally:
-        consumer.unassign()
+        reader.unassign()
 
 
 class _StalledError(Exception):
@@ -225,141 +167,88 @@ class _StalledError(Exception):
 
 
 def _read_partition(
-    consumer: Any,
+    reader: Fetcher,
     only: TopicPartition,
-    ends: Mapping[TopicPartition, int],
-    columns: _Columns,
+    end: int,
+    include_headers: bool,
     poll_timeout_ms: int,
     *,
     stalled: Callable[[], bool] = lambda: False,
-) -> Iterator[_Columns]:
-    """Consume the assigned partition ``only`` into ``columns``; yields them whenever they are full.
+) -> Iterator[pa.RecordBatch]:
+    """Read the assigned partition ``only`` up to ``end``, yielding batches of up to ``ROWS_PER_BATCH``.
 
     Raises:
         _StalledError: nothing arrived for ``broker_gaps.STALL_S`` and ``stalled()`` raised the fetch wait.
     """
-    pending = {only}
     last_progress = time.monotonic()
     position: int | None = None
-    while pending:
-        msgs = next_messages(consumer, _CONSUME_CHUNK, 0.5)
-        eof: dict[TopicPartition, int] = {}
-        if _has_events(msgs):
-            msgs, eof = _split_events(msgs)
-        for i, j, tp in _runs(msgs, only):
-            if tp not in pending:
-                continue
-            end = ends[tp]
-            run = msgs[i:j]
-            position = run[-1].offset() + 1
-            if run[-1].offset() >= end - 1:
-                run = [m for m in run if m.offset() < end]
-                pending.discard(tp)
-            if run:
-                columns.add(run, tp.topic, tp.partition)
-        # End-of-partition events count only after the data consumed with them.
-        for tp, offset in eof.items():
-            if tp in pending and offset >= ends[tp]:
-                pending.discard(tp)
-        if msgs:
+    while True:
+        got = reader.fetch(only, end, ROWS_PER_BATCH, 0.5, include_headers)
+        if got.batch is not None:
+            yield got.batch
+        if got.reached_end:
+            return
+        # End-of-partition events count only after the data fetched with them.
+        eof = _eof_offset(got.events, only)
+        if eof is not None and eof >= end:
+            return
+        if got.last_offset is not None:
+            position = got.last_offset + 1
             last_progress = time.monotonic()
-        elif pending:
-            _drop_finished(consumer, pending, ends)
-            quiet_s = time.monotonic() - last_progress
-            _check_quiet(
-                pending, ends, quiet_s, position=position, stalled=stalled, poll_timeout_ms=poll_timeout_ms
-            )
-        if len(columns) >= ROWS_PER_BATCH:
-            yield columns.take()
+            continue
+        if reader.position(only) >= end:  # passed the end without a record to show it
+            return
+        quiet_s = time.monotonic() - last_progress
+        _check_quiet(only, end, quiet_s, position=position, stalled=stalled, poll_timeout_ms=poll_timeout_ms)
 
 
 def _check_quiet(
-    pending: set[TopicPartition],
-    ends: Mapping[TopicPartition, int],
+    only: TopicPartition,
+    end: int,
     quiet_s: float,
     *,
     position: int | None,
     stalled: Callable[[], bool],
     poll_timeout_ms: int,
 ) -> None:
-    """After a poll that brought nothing: raise if the fetch stalled or ``pollTimeoutMs`` passed.
+    """After a fetch that brought nothing: raise if the fetch stalled or ``pollTimeoutMs`` passed.
 
     A stalled fetch raises ``_StalledError`` (the caller resumes with a longer wait); past
-    ``pollTimeoutMs`` the task fails with a ``BrokerError`` naming the partitions.
+    ``pollTimeoutMs`` the task fails with a ``BrokerError`` naming the partition.
     """
-    if pending and quiet_s > broker_gaps.STALL_S and stalled():
+    if quiet_s > broker_gaps.STALL_S and stalled():
         raise _StalledError(position)
-    if pending and quiet_s * 1000 > poll_timeout_ms:
-        desc = ", ".join(f"{tp} up to {ends[tp]}" for tp in sorted(pending))
+    if quiet_s * 1000 > poll_timeout_ms:
         raise BrokerError(
-            f"no records arrived for {poll_timeout_ms} ms while reading {desc} "
+            f"no records arrived for {poll_timeout_ms} ms while reading {only} up to {end} "
             "(raise pollTimeoutMs if the broker is slow)"
         )
 
 
-def _has_events(msgs: Sequence[Any]) -> bool:
-    """Whether any message is an event or error (``error()`` set), without Python bytecode per message.
-
-    Not ``list.count(None)``: KafkaError's ``==`` raises when compared with None (measured).
-    """
-    return bool(msgs) and any(map(_IS_NOT_NONE, map(type(msgs[0]).error, msgs)))
-
-
-def _runs(msgs: Sequence[Any], only: TopicPartition) -> list[tuple[int, int, TopicPartition]]:
-    """Split a chunk into runs of one partition: ``(start, stop, partition)``.
-
-    With one partition assigned the whole chunk is that partition: librdkafka drops messages fetched for
-    an earlier assignment, and its queue is FIFO, so checking the first message is a belt-and-braces guard.
-    """
-    if not msgs:
-        return []
-    first = msgs[0]
-    if first.partition() == only.partition and first.topic() == only.topic:
-        return [(0, len(msgs), only)]
-    keys = [(m.topic(), m.partition()) for m in msgs]
-    cuts = [0, *[i for i in range(1, len(keys)) if keys[i] != keys[i - 1]], len(keys)]
-    return [(i, j, TopicPartition(*keys[i])) for i, j in itertools.pairwise(cuts)]
-
-
-def _split_events(msgs: list[Any]) -> tuple[list[Any], dict[TopicPartition, int]]:
-    """The data messages, and the end-of-partition offsets seen; errors raise.
+def _eof_offset(events: Sequence[Any], only: TopicPartition) -> int | None:
+    """The end-of-partition offset of ``only`` among a fetch's events, if any; errors raise.
 
     A leaderless answer (a broker down, a leader being elected: librdkafka reports it and keeps fetching
     from the new leader once there is one) is logged and ridden out; ``pollTimeoutMs`` still bounds the wait.
     """
     from confluent_kafka import KafkaError
 
-    data = []
-    eof: dict[TopicPartition, int] = {}
-    for m in msgs:
-        err = m.error()
-        if err is None:
-            data.append(m)
-            continue
-        tp = TopicPartition(m.topic(), m.partition())
+    eof: int | None = None
+    for err, topic, partition, offset in events:
+        tp = TopicPartition(topic, partition) if topic is not None else only
         if err.code() == KafkaError._PARTITION_EOF:
-            eof[tp] = m.offset()
+            if tp == only:
+                eof = offset
         elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
             raise DataLossError(f"offsets of {tp} are out of range while reading: {err.str()}")
         elif is_leaderless(err):
             log.info("reading %s: %s (riding out a leader change)", tp, err.str())
         else:
             raise BrokerError(f"reading {tp} failed: {err.str()}")
-    return data, eof
+    return eof
 
 
-def _drop_finished(consumer: Any, pending: set[TopicPartition], ends: Mapping[TopicPartition, int]) -> None:
-    """Drop partitions whose consumer position passed their end without a record to show it."""
-    from confluent_kafka import TopicPartition as CTopicPartition
-
-    positions = consumer.position([CTopicPartition(tp.topic, tp.partition) for tp in pending])
-    for ctp in positions:
-        tp = TopicPartition(ctp.topic, ctp.partition)
-        if ctp.offset >= 0 and ctp.offset >= ends[tp]:
-            pending.discard(tp)
-
-
-def _check_start(consumer: Any, r: OffsetRange, fail_on_data_loss: bool, conf: Mapping[str, Any]) -> int:
+def _check_start(reader: Fetcher, r: OffsetRange, fail_on_data_loss: bool, conf: Mapping[str, Any]) -> int:
     """The offset to start at: ``r.start``, unless retention removed it (then data loss).
 
     The lookup rides through a leader election (a broker killed: its partitions answer NOT_LEADER, or the
@@ -371,7 +260,7 @@ def _check_start(consumer: Any, r: OffsetRange, fail_on_data_loss: bool, conf: M
     low, _high = with_retries(
         f"the log start of {r.tp}",
         conf,
-        lambda left: consumer.get_watermark_offsets(ctp, timeout=min(left, LEADER_ELECTION_S)),
+        lambda left: reader.get_watermark_offsets(ctp, timeout=min(left, LEADER_ELECTION_S)),
         DEFAULT_TIMEOUT_S,
     )
     if low is None or low < 0 or r.start >= low:

@@ -15,6 +15,7 @@ from sparkafka.structs import INTERNAL_TOPIC_PREFIX, TopicPartition
 
 __all__ = [
     "AssignmentStrategy",
+    "FetcherChoice",
     "SourceOptions",
     "StartupMode",
     "Subscription",
@@ -28,10 +29,15 @@ StartupMode = Literal["group", "earliest", "latest", "specific", "timestamp", "t
 OffsetReset = Literal["earliest", "latest", "error"]
 CommitMode = Literal["on_checkpoint", "periodic", "disabled"]
 TimestampStrategy = Literal["error", "latest"]
+FetcherChoice = Literal["auto", "native", "python"]
+"""Option ``fetcher``: how reader tasks take records off Kafka (``source.fetch``): ``auto`` (sparkafka's
+native extension when installed and it takes the settings, else confluent-kafka), ``native`` (fail if it
+cannot be used), ``python`` (confluent-kafka)."""
 STRATEGIES: tuple[AssignmentStrategy, ...] = get_args(AssignmentStrategy)
 OFFSET_RESETS: tuple[OffsetReset, ...] = get_args(OffsetReset)
 COMMIT_MODES: tuple[CommitMode, ...] = get_args(CommitMode)
 TIMESTAMP_STRATEGIES: tuple[TimestampStrategy, ...] = get_args(TimestampStrategy)
+FETCHERS: tuple[FetcherChoice, ...] = get_args(FetcherChoice)
 NAMED_STARTS: dict[str, StartupMode] = {"group": "group", "earliest": "earliest", "latest": "latest"}
 
 # Kafka's sentinels inside an offsets JSON, as in Spark's Kafka source.
@@ -69,6 +75,7 @@ SOURCE_OPTIONS = (
     "offsetCommitMode",
     "offsetCommitIntervalMs",
     "metricsFile",
+    "fetcher",
 )
 """Every option of Spark's Kafka source is here with Spark's meaning (docs/spark-kafka-connector.md),
 beside sparkafka's own (Flink's assigner, startup from the group, group commits)."""
@@ -159,6 +166,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
+    fetcher: FetcherChoice = "auto"
     metadata_timeout_ms: int = DEFAULT_METADATA_TIMEOUT_MS
     """Bound on each driver-side metadata and offset request: an unreachable broker fails within it."""
     commit_mode: CommitMode = "disabled"
@@ -294,6 +302,7 @@ def parse_source_options(
         include_headers=reader.get_bool("includeHeaders", False),
         poll_timeout_ms=_alias_int(reader, "pollTimeoutMs", "kafkaConsumer.pollTimeoutMs", minimum=1)
         or 120_000,
+        fetcher=reader.choice("fetcher", FETCHERS, "auto"),
         metadata_timeout_ms=reader.get_int("metadataTimeoutMs", DEFAULT_METADATA_TIMEOUT_MS, minimum=1),
         commit_mode="disabled" if batch else commit_mode,
         commit_interval_ms=reader.get_int("offsetCommitIntervalMs", 5_000, minimum=0),

@@ -140,7 +140,12 @@ class _Planner:
             return iter(())
         o = self.options
         return read_ranges(
-            self._reader_kafka, partition.ranges, o.include_headers, o.fail_on_data_loss, o.poll_timeout_ms
+            self._reader_kafka,
+            partition.ranges,
+            o.include_headers,
+            o.fail_on_data_loss,
+            o.poll_timeout_ms,
+            fetcher=o.fetcher,
         )
 
 

@@ -8,48 +8,32 @@ import pytest
 from confluent_kafka import KafkaError
 
 from sparkafka.errors import BrokerError, DataLossError
-from sparkafka.source.fetch import _split_events
+from sparkafka.source.fetch import _eof_offset
 from sparkafka.structs import TopicPartition
 
 
-class Msg:
-    def __init__(self, offset: int, error: KafkaError | None = None, partition: int = 0) -> None:
-        self._offset, self._error, self._partition = offset, error, partition
-
-    def error(self) -> KafkaError | None:
-        return self._error
-
-    def topic(self) -> str:
-        return "t"
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-
-def test_data_and_end_of_partition_are_told_apart() -> None:
-    msgs: list[Any] = [Msg(0), Msg(1), Msg(2, KafkaError(KafkaError._PARTITION_EOF))]
-    data, eof = _split_events(msgs)
-    assert [m.offset() for m in data] == [0, 1]
-    assert eof == {TopicPartition("t", 0): 2}
+def test_end_of_partition_is_told_apart_from_errors() -> None:
+    events = [
+        (KafkaError(KafkaError._PARTITION_EOF), "t", 0, 2),
+        (KafkaError(KafkaError._PARTITION_EOF), "t", 1, 9),
+    ]
+    assert _eof_offset(events, TopicPartition("t", 0)) == 2  # partition 1's event is not this read's
+    assert _eof_offset([], TopicPartition("t", 0)) is None
 
 
 @pytest.mark.parametrize(
     "code", [KafkaError._TRANSPORT, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE]
 )
 def test_a_leader_change_is_ridden_out_not_a_failed_task(code: int) -> None:
-    data, eof = _split_events([Msg(5), Msg(-1, KafkaError(code)), Msg(6)])
-    assert [m.offset() for m in data] == [5, 6]
-    assert eof == {}
+    assert _eof_offset([(KafkaError(code), "t", 0, -1)], TopicPartition("t", 0)) is None
 
 
 def test_out_of_range_is_data_loss_and_other_errors_fail() -> None:
+    tp = TopicPartition("t", 0)
     with pytest.raises(DataLossError, match="out of range"):
-        _split_events([Msg(3, KafkaError(KafkaError.OFFSET_OUT_OF_RANGE))])
-    with pytest.raises(BrokerError, match="failed"):
-        _split_events([Msg(3, KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))])
+        _eof_offset([(KafkaError(KafkaError.OFFSET_OUT_OF_RANGE), "t", 0, 3)], tp)
+    with pytest.raises(BrokerError, match="t-0 failed"):
+        _eof_offset([(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), None, -1, -1)], tp)
 
 
 class LeaderlessThenFine:

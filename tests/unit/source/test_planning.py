@@ -231,7 +231,7 @@ def test_read_limit_never_moves_backwards() -> None:
 def test_event_check_never_compares_errors_with_none() -> None:
     from confluent_kafka import KafkaError
 
-    from sparkafka.source.fetch import _has_events
+    from sparkafka.source.fetchers import _has_events
 
     class Msg:
         def __init__(self, error: object) -> None:

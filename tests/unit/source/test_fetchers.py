@@ -1,0 +1,182 @@
+"""Choosing a fetcher (native or confluent-kafka) and the read loop's decisions, over a fake fetcher."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import KafkaError
+
+from sparkafka.client.core import close_all
+from sparkafka.errors import BrokerError, ConfigError
+from sparkafka.source import fetch
+from sparkafka.source.fetch import OffsetRange, read_ranges
+from sparkafka.source.fetchers import Fetched, PythonFetcher, arrow_schema
+from sparkafka.source.native_fetch import NativeFetcher, NativeUnavailableError, native_version
+from sparkafka.source.options import parse_source_options
+from sparkafka.structs import TopicPartition
+
+SECURE = {
+    "bootstrap.servers": "broker:9093",
+    "security.protocol": "SASL_SSL",
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": "etl",
+    "sasl.password": "canary-password",
+}
+TP = TopicPartition("t", 0)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_clients() -> Iterator[None]:
+    close_all()
+    yield
+    close_all()
+
+
+def test_the_native_extension_is_built_and_installed() -> None:
+    assert native_version() is not None  # make builds it (make native); the fallback is tested below
+
+
+def test_the_native_fetch_refuses_sasl_naming_the_setting_never_its_value() -> None:
+    with pytest.raises(NativeUnavailableError) as caught:
+        NativeFetcher(SECURE)
+    assert "kafka.security.protocol" in str(caught.value)
+    assert "canary" not in str(caught.value)
+    assert "SASL_SSL" not in str(caught.value)
+
+
+class FakeConsumer:
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.settings = settings
+
+    def close(self) -> None:
+        return None
+
+
+def test_auto_falls_back_to_confluent_kafka_and_native_fails_in_one_sentence(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(fetch, "new_consumer", FakeConsumer)
+    with caplog.at_level("INFO", logger="sparkafka.source.fetch"):
+        chosen = fetch._fetcher(SECURE, "auto")
+    assert isinstance(chosen, PythonFetcher)
+    assert chosen.consumer.settings["sasl.password"] == "canary-password"  # every setting reaches it
+    assert "reading with confluent-kafka (option fetcher=auto)" in caplog.text
+    assert "canary" not in caplog.text
+    with pytest.raises(ConfigError, match=r"^option fetcher=native: .*kafka\.security\.protocol"):
+        fetch._fetcher(SECURE, "native")
+    assert isinstance(fetch._fetcher({"bootstrap.servers": "b:9092"}, "python"), PythonFetcher)
+    assert isinstance(fetch._fetcher({"bootstrap.servers": "b:9092"}, "auto"), NativeFetcher)
+
+
+def test_without_the_extension_auto_reads_with_confluent_kafka(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "sparkafka_native", None)  # import fails, as when not installed
+    monkeypatch.setattr(fetch, "new_consumer", FakeConsumer)
+    conf = {"bootstrap.servers": "b:9092"}
+    assert isinstance(fetch._fetcher(conf, "auto"), PythonFetcher)
+    with pytest.raises(ConfigError, match=r"not installed .*make native"):
+        fetch._fetcher(conf, "native")
+
+
+def test_the_option_takes_the_three_choices_and_names_them_otherwise() -> None:
+    base = {"kafka.bootstrap.servers": "b:9092", "subscribe": "t"}
+    assert parse_source_options(base).fetcher == "auto"
+    assert parse_source_options({**base, "fetcher": "Python"}).fetcher == "python"
+    with pytest.raises(
+        ConfigError, match="option fetcher='rust' is not allowed; use one of: auto, native, python"
+    ):
+        parse_source_options({**base, "fetcher": "rust"})
+
+
+class FakeFetcher:
+    """A scripted ``Fetcher``: each ``fetch`` answers the next ``Fetched`` (then nothing)."""
+
+    def __init__(self, answers: list[Fetched], position: int = -1001) -> None:
+        self.answers = answers
+        self.at = position
+        self.assigned: list[tuple[TopicPartition, int]] = []
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        return None
+
+    def get_watermark_offsets(self, tp: Any, timeout: float) -> tuple[int, int]:
+        return 0, 100
+
+    def assign(self, tp: TopicPartition, offset: int) -> None:
+        self.assigned.append((tp, offset))
+
+    def unassign(self) -> None:
+        return None
+
+    def position(self, tp: TopicPartition) -> int:
+        return self.at
+
+    def fetch(
+        self, tp: TopicPartition, end: int, max_rows: int, timeout_s: float, include_headers: bool
+    ) -> Fetched:
+        return self.answers.pop(0) if self.answers else Fetched(None, None, False)
+
+    def close(self) -> None:
+        return None
+
+
+def _rows(offsets: list[int]) -> pa.RecordBatch:
+    n = len(offsets)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.nulls(n, pa.binary()),
+            pa.nulls(n, pa.binary()),
+            pa.array(["t"] * n),
+            pa.array([0] * n, pa.int32()),
+            pa.array(offsets, pa.int64()),
+            pa.nulls(n, pa.timestamp("us", tz="UTC")),
+            pa.array([-1] * n, pa.int32()),
+        ],
+        schema=arrow_schema(False),
+    )
+
+
+def _read(
+    fake: FakeFetcher, monkeypatch: pytest.MonkeyPatch, end: int = 10, poll_timeout_ms: int = 60_000
+) -> list[int]:
+    monkeypatch.setattr(fetch, "_fetcher", lambda conf, choice: fake)
+    batches = read_ranges({}, [OffsetRange(TP, 0, end)], poll_timeout_ms=poll_timeout_ms)
+    return [o for b in batches for o in b["offset"].to_pylist()]
+
+
+def _eof(offset: int) -> tuple[Any, ...]:
+    return (KafkaError(KafkaError._PARTITION_EOF), "t", 0, offset)
+
+
+@pytest.mark.parametrize(
+    ("answers", "position", "expected"),
+    [
+        # A record at end - 1 ends the range.
+        ([Fetched(_rows([0, 1]), 1, False), Fetched(_rows([2, 9]), 9, True)], -1001, [0, 1, 2, 9]),
+        # Records end before `end` (markers after them): the end-of-partition event at `end` ends it.
+        ([Fetched(_rows([0, 1, 2]), 2, False, [_eof(10)])], -1001, [0, 1, 2]),
+        # An end-of-partition event below `end` does not; the position past the end does.
+        ([Fetched(_rows([0]), 0, False, [_eof(5)])], 12, [0]),
+        # A leader change is ridden out.
+        (
+            [
+                Fetched(None, None, False, [(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION), "t", 0, -1)]),
+                Fetched(_rows([9]), 9, True),
+            ],
+            -1001,
+            [9],
+        ),
+    ],
+)
+def test_when_a_range_is_done(
+    answers: list[Fetched], position: int, expected: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _read(FakeFetcher(answers, position), monkeypatch) == expected
+
+
+def test_a_silent_partition_fails_after_the_poll_timeout_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(BrokerError, match="no records arrived for 0 ms while reading t-0 up to 10"):
+        _read(FakeFetcher([Fetched(_rows([0]), 0, False)]), monkeypatch, poll_timeout_ms=0)
