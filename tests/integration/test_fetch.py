@@ -4,7 +4,6 @@ extension and the pure-Python one (confluent-kafka)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -186,17 +185,7 @@ def test_read_committed_skips_aborted_records_and_read_uncommitted_keeps_them(
     kafka: Kafka, kafka_conf: dict[str, str], fetcher: Any
 ) -> None:
     topic = kafka.topic(partitions=1)
-    txn = Producer({**kafka_conf, "transactional.id": f"fetch-{uuid.uuid4().hex[:8]}"})
-    txn.init_transactions(30)
-    for t in range(4):
-        txn.begin_transaction()
-        for i in range(5):
-            txn.produce(topic, f"t{t}-{i}".encode(), partition=0)
-        if t % 2:
-            txn.flush(30)  # in the log before the abort (librdkafka drops what it has not sent)
-            txn.abort_transaction(30)
-        else:
-            txn.commit_transaction(30)
+    kafka.transactions(topic, 4, 5, aborted=lambda n: n % 2 == 1)
     ranges = [OffsetRange(TopicPartition(topic, 0), 0, 24)]  # 20 records and 4 markers
     seen = {}
     for isolation in ("read_committed", "read_uncommitted"):

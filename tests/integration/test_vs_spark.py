@@ -218,17 +218,7 @@ def test_read_committed_skips_the_same_aborted_records(
     spark: Any, kafka_conf: dict[str, str], bootstrap: str, kafka: Kafka, fetcher: str
 ) -> None:
     topic = kafka.topic(partitions=1)
-    producer = Producer({**kafka_conf, "transactional.id": f"vs-{uuid.uuid4().hex[:8]}"})
-    producer.init_transactions(30)
-    for txn in range(6):
-        producer.begin_transaction()
-        for i in range(10):
-            producer.produce(topic, f"t{txn}-{i}".encode(), partition=0)
-        if txn % 3 == 1:
-            producer.flush(30)  # in the log before the abort (librdkafka drops what it has not sent)
-            producer.abort_transaction(30)
-        else:
-            producer.commit_transaction(30)
+    kafka.transactions(topic, 6, 10, aborted=lambda n: n % 3 == 1)
     for isolation in ("read_committed", "read_uncommitted"):
         theirs, ours = both(spark, bootstrap, subscribe=topic, **{"kafka.isolation.level": isolation})
         expected = rows(theirs.load())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sparkafka.client.core import admin_client
@@ -127,11 +127,16 @@ class Kafka:
         config: Mapping[str, str] | None = None,
         replication: int = 1,
     ) -> None:
-        """Create ``names``, each with ``partitions`` partitions of ``replication`` replicas."""
+        """Create ``names``, each with ``partitions`` partitions of ``replication`` replicas.
+
+        Without time retention unless ``config`` sets it: tests write records with timestamps years old,
+        which a broker's retention would delete under them (an external broker's too).
+        """
         from confluent_kafka.admin import NewTopic
 
         admin = admin_client(self.conf)  # the process's client for this broker, kept while futures resolve
-        specs = [NewTopic(name, partitions, replication, config=dict(config or {})) for name in names]
+        settings = {"retention.ms": "-1", **(config or {})}
+        specs = [NewTopic(name, partitions, replication, config=settings) for name in names]
         for future in admin.create_topics(specs).values():
             future.result(30)
 
@@ -139,6 +144,23 @@ class Kafka:
         """``produce``: each value round-robin over ``partitions``, keys ``k0``, ``k1``, ... (``headers``,
         ``timestamp`` for every record)."""
         return produce(self.conf, topic, values, partitions, **record)
+
+    def transactions(self, topic: str, count: int, size: int, aborted: Callable[[int], bool]) -> None:
+        """``count`` transactions of ``size`` records (``t<n>-<i>``) into partition 0 of ``topic``, one
+        transactional producer; transaction ``n`` is aborted when ``aborted(n)``, else committed."""
+        from confluent_kafka import Producer
+
+        producer = Producer({**self.conf, "transactional.id": f"test-{uuid.uuid4().hex[:8]}"})
+        producer.init_transactions(30)
+        for n in range(count):
+            producer.begin_transaction()
+            for i in range(size):
+                producer.produce(topic, f"t{n}-{i}".encode(), partition=0)
+            if aborted(n):
+                producer.flush(30)  # in the log before the abort (librdkafka drops what it has not sent)
+                producer.abort_transaction(30)
+            else:
+                producer.commit_transaction(30)
 
     def committed(self, topic: str) -> list[RawRecord]:
         """Every record a correct read_committed consumer sees in ``topic``, partition by partition."""
