@@ -3,8 +3,10 @@
 //! Runs inside Spark's Python workers, called by `sparkafka.source.native_fetch` (the only caller), which
 //! keeps every decision (when a partition is done, stalls, data loss, retries) in Python and shared with the
 //! pure-Python path. This module only does what costs per record there: a `Message` object, its key and
-//! value `bytes`, and the copy of each into Arrow. Here a record is copied once, from librdkafka's buffer
-//! into the column buffers that Python wraps as Arrow arrays without another copy.
+//! value `bytes`, and the copy of each into Arrow. Here no Python object is made per record: records are
+//! copied from librdkafka's buffers into column buffers, each column goes to Python as one `bytes` (one bulk
+//! copy per column), and Python wraps those as Arrow arrays without
+//! another copy.
 //!
 //! The GIL is released while librdkafka is waited on and while records are copied.
 
@@ -352,12 +354,19 @@ impl Reader {
     #[new]
     fn new(conf: &Bound<'_, PyDict>) -> PyResult<Self> {
         let mut errstr = [0 as c_char; 512];
+        // Every setting as C strings first, so that nothing below returns early holding the conf.
+        let mut settings: Vec<(String, CString, CString)> = Vec::new();
+        for (k, v) in conf.iter() {
+            let key: String = k.extract()?;
+            let refuse = |reason: &'static str| PyValueError::new_err((key.clone(), reason));
+            let value: String = v.extract().map_err(|_| refuse("not a string"))?;
+            let ck = CString::new(key.as_str()).map_err(|_| refuse("has a NUL character"))?;
+            let cv = CString::new(value).map_err(|_| refuse("has a NUL character"))?;
+            settings.push((key, ck, cv));
+        }
         unsafe {
             let c = rd::rd_kafka_conf_new();
-            for (k, v) in conf.iter() {
-                let key: String = k.extract()?;
-                let value: String = v.extract()?;
-                let (ck, cv) = (CString::new(key.as_str())?, CString::new(value)?);
+            for (key, ck, cv) in settings {
                 let res = rd::rd_kafka_conf_set(c, ck.as_ptr(), cv.as_ptr(), errstr.as_mut_ptr(), errstr.len());
                 if res != rd::rd_kafka_conf_res_t::RD_KAFKA_CONF_OK {
                     rd::rd_kafka_conf_destroy(c);
@@ -379,6 +388,11 @@ impl Reader {
             }
             rd::rd_kafka_poll_set_consumer(rk);
             let queue = rd::rd_kafka_queue_get_consumer(rk);
+            if queue.is_null() {
+                // No consumer group (an empty group.id): librdkafka has no consumer queue to read from.
+                rd::rd_kafka_destroy(rk);
+                return Err(PyValueError::new_err(("group.id", "must not be empty")));
+            }
             Ok(Reader { rk: Handle(rk), queue: Queue(queue), logs, closed: false })
         }
     }

@@ -58,7 +58,8 @@ def _reader_settings(conf: Mapping[str, str]) -> dict[str, str]:
     settings["enable.partition.eof"] = "true"
     # An out-of-range position must surface as an error (data loss), never as a silent reset.
     settings["auto.offset.reset"] = "error"
-    settings.setdefault("group.id", "sparkafka-reader")
+    if not settings.get("group.id"):  # a reader joins no group, but librdkafka reads through one's queue
+        settings["group.id"] = "sparkafka-reader"
     # 2 MB fetches per partition (librdkafka's default is 1 MB): as fast as 8 MB under Spark (batch reads:
     # 1,678,278 against 1,486,538 records/s) and each response buffer, held while any of its records is
     # queued, is smaller: a Python worker's peak at 400,000 rows a batch fell from 361 to 265 MB, flat
@@ -182,6 +183,7 @@ def _read_partition(
     """
     last_progress = time.monotonic()
     position: int | None = None
+    event_mark: int | None = None  # the position an event alone would have made since the last record
     while True:
         got = reader.fetch(only, end, ROWS_PER_BATCH, 0.5, include_headers)
         if got.batch is not None:
@@ -194,12 +196,31 @@ def _read_partition(
             return
         if got.last_offset is not None:
             position = got.last_offset + 1
+            event_mark = None
             last_progress = time.monotonic()
+        event_mark = _event_mark(got.events, only, event_mark)
+        if got.last_offset is not None:
             continue
-        if reader.position(only) >= end:  # passed the end without a record to show it
+        at = reader.position(only)
+        if at >= end and at != event_mark:  # passed the end without a record to show it
             return
         quiet_s = time.monotonic() - last_progress
         _check_quiet(only, end, quiet_s, position=position, stalled=stalled, poll_timeout_ms=poll_timeout_ms)
+
+
+def _event_mark(events: Sequence[Any], only: TopicPartition, mark: int | None) -> int | None:
+    """The largest ``offset + 1`` of ``only``'s events so far: a position no record vouches for.
+
+    ``rd_kafka_consume_batch_queue`` (the native fetch, and confluent-kafka's ``consume``) moves a
+    partition's position past every message it returns, events included. An end-of-partition event at
+    ``end - 1`` (a follower's or a new leader's high watermark lagging the one the range was planned with)
+    would make the position ``end`` while the record at ``end - 1`` is still to come: that position does
+    not end the range; a later end-of-partition event at ``end``, or the record, does.
+    """
+    for _err, topic, partition, offset in events:
+        if (topic is None or TopicPartition(topic, partition) == only) and offset >= 0:
+            mark = max(mark if mark is not None else -1, offset + 1)
+    return mark
 
 
 def _check_quiet(

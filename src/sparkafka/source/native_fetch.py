@@ -1,10 +1,10 @@
 """The native ``Fetcher``: sparkafka's own librdkafka extension (``native/``) reads straight into Arrow.
 
 Runs inside Spark's Python workers, under ``source.fetch.read_ranges``. The extension (``sparkafka_native``,
-Rust over librdkafka 2.12 built from source by ``make``) copies each record once, from librdkafka's buffer
-into column buffers that become Arrow arrays here without another copy: no ``Message`` object, no ``bytes``
-per key and value. Everything else (when a range is done, stalls, events, retries) stays in
-``read_ranges``, shared with ``fetchers.PythonFetcher``.
+Rust over librdkafka 2.12 built from source by ``make``) copies records from librdkafka's buffers into
+column buffers, handed over as one ``bytes`` per column, that become Arrow arrays here without another
+copy: no ``Message`` object, no ``bytes`` per key and value. Everything else (when a range is done,
+stalls, events, retries) stays in ``read_ranges``, shared with ``fetchers.PythonFetcher``.
 
 It is built plaintext only: a read whose settings it cannot take (``security.protocol`` ssl or sasl, a
 setting unknown to its librdkafka) uses ``PythonFetcher`` under option ``fetcher=auto``, and fails with

@@ -48,6 +48,22 @@ def test_the_native_fetch_refuses_sasl_naming_the_setting_never_its_value() -> N
     assert "SASL_SSL" not in str(caught.value)
 
 
+def test_the_native_reader_refuses_a_nul_value_and_an_empty_group_naming_the_setting() -> None:
+    import sparkafka_native
+
+    with pytest.raises(ValueError, match="NUL") as caught:
+        sparkafka_native.Reader({"client.id": "a\0b"})
+    assert caught.value.args == ("client.id", "has a NUL character")
+    with pytest.raises(ValueError, match="must not be empty") as caught:
+        sparkafka_native.Reader({"bootstrap.servers": "127.0.0.1:1", "group.id": ""})
+    assert caught.value.args == ("group.id", "must not be empty")
+
+
+def test_a_reader_given_an_empty_group_id_reads_under_its_own() -> None:
+    assert fetch._reader_settings({"group.id": ""})["group.id"] == "sparkafka-reader"
+    assert fetch._reader_settings({"group.id": "etl"})["group.id"] == "etl"
+
+
 class FakeConsumer:
     def __init__(self, settings: dict[str, Any]) -> None:
         self.settings = settings
@@ -117,7 +133,12 @@ class FakeFetcher:
     def fetch(
         self, tp: TopicPartition, end: int, max_rows: int, timeout_s: float, include_headers: bool
     ) -> Fetched:
-        return self.answers.pop(0) if self.answers else Fetched(None, None, False)
+        got = self.answers.pop(0) if self.answers else Fetched(None, None, False)
+        # As rd_kafka_consume_batch_queue does: the position moves past every message returned, events too.
+        moved = [got.last_offset] if got.last_offset is not None else []
+        moved += [offset for *_, offset in got.events if offset >= 0]
+        self.at = max([self.at, *(o + 1 for o in moved)])
+        return got
 
     def close(self) -> None:
         return None
@@ -160,6 +181,27 @@ def _eof(offset: int) -> tuple[Any, ...]:
         ([Fetched(_rows([0, 1, 2]), 2, False, [_eof(10)])], -1001, [0, 1, 2]),
         # An end-of-partition event below `end` does not; the position past the end does.
         ([Fetched(_rows([0]), 0, False, [_eof(5)])], 12, [0]),
+        # An end-of-partition event at end - 1 (a lagging high watermark) moves the position to `end`
+        # in librdkafka, but the record at end - 1 is still to come: it is read, not skipped.
+        (
+            [
+                Fetched(_rows([0, 8]), 8, False, [_eof(9)]),
+                Fetched(None, None, False),
+                Fetched(_rows([9]), 9, True),
+            ],
+            -1001,
+            [0, 8, 9],
+        ),
+        # So does a leaderless answer reported at end - 1.
+        (
+            [
+                Fetched(None, None, False, [(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION), "t", 0, 9)]),
+                Fetched(None, None, False),
+                Fetched(_rows([9]), 9, True),
+            ],
+            -1001,
+            [9],
+        ),
         # A leader change is ridden out.
         (
             [
