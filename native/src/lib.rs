@@ -72,6 +72,15 @@ fn kafka_error(err: RespErr) -> PyErr {
     KafkaError::new_err((err as i32, err_text(err)))
 }
 
+/// `Ok(())` for no error, else librdkafka's error as a Python `KafkaError`.
+fn check(err: RespErr) -> PyResult<()> {
+    if err == RespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+        Ok(())
+    } else {
+        Err(kafka_error(err))
+    }
+}
+
 unsafe fn bytes_at<'a>(data: *const c_void, len: usize) -> &'a [u8] {
     if len == 0 {
         &[]
@@ -406,19 +415,13 @@ impl Reader {
             rd::rd_kafka_topic_partition_list_destroy(list);
             err
         };
-        if err != RespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
-            return Err(kafka_error(err));
-        }
-        Ok(())
+        check(err)
     }
 
     fn unassign(&self) -> PyResult<()> {
         self.open()?;
         let err = unsafe { rd::rd_kafka_assign(self.rk.0, ptr::null()) };
-        if err != RespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
-            return Err(kafka_error(err));
-        }
-        Ok(())
+        check(err)
     }
 
     /// The consumer's position in the partition (the next offset it returns), or a negative "invalid".
@@ -429,9 +432,7 @@ impl Reader {
             let err = rd::rd_kafka_position(self.rk.0, list);
             let offset = (*(*list).elems).offset;
             rd::rd_kafka_topic_partition_list_destroy(list);
-            if err != RespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
-                return Err(kafka_error(err));
-            }
+            check(err)?;
             Ok(offset)
         }
     }
@@ -446,9 +447,7 @@ impl Reader {
             let err = rd::rd_kafka_query_watermark_offsets(rk.0, topic.as_ptr(), partition, &mut low, &mut high, timeout_ms);
             (err, low, high)
         });
-        if err != RespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
-            return Err(kafka_error(err));
-        }
+        check(err)?;
         Ok((low, high))
     }
 
@@ -470,10 +469,7 @@ impl Reader {
             rd::rd_kafka_topic_destroy(rkt);
             err
         });
-        if err != RespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
-            return Err(kafka_error(err));
-        }
-        Ok(())
+        check(err)
     }
 
     /// Consume the assigned partition into Arrow buffers: up to `max_rows` records before `end`, stopping

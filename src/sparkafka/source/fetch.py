@@ -183,7 +183,7 @@ def _read_partition(
     """
     last_progress = time.monotonic()
     position: int | None = None
-    event_mark: int | None = None  # the position an event alone would have made since the last record
+    event_mark = -1  # the position events alone made since the last record (-1: none); see _read_events
     while True:
         got = reader.fetch(only, end, ROWS_PER_BATCH, 0.5, include_headers)
         if got.batch is not None:
@@ -191,36 +191,20 @@ def _read_partition(
         if got.reached_end:
             return
         # End-of-partition events count only after the data fetched with them.
-        eof = _eof_offset(got.events, only)
+        eof, past_events = _read_events(got.events, only)
         if eof is not None and eof >= end:
             return
         if got.last_offset is not None:
             position = got.last_offset + 1
-            event_mark = None
+            event_mark = past_events  # the chunk's events come after its records
             last_progress = time.monotonic()
-        event_mark = _event_mark(got.events, only, event_mark)
-        if got.last_offset is not None:
             continue
+        event_mark = max(event_mark, past_events)
         at = reader.position(only)
         if at >= end and at != event_mark:  # passed the end without a record to show it
             return
         quiet_s = time.monotonic() - last_progress
         _check_quiet(only, end, quiet_s, position=position, stalled=stalled, poll_timeout_ms=poll_timeout_ms)
-
-
-def _event_mark(events: Sequence[Any], only: TopicPartition, mark: int | None) -> int | None:
-    """The largest ``offset + 1`` of ``only``'s events so far: a position no record vouches for.
-
-    ``rd_kafka_consume_batch_queue`` (the native fetch, and confluent-kafka's ``consume``) moves a
-    partition's position past every message it returns, events included. An end-of-partition event at
-    ``end - 1`` (a follower's or a new leader's high watermark lagging the one the range was planned with)
-    would make the position ``end`` while the record at ``end - 1`` is still to come: that position does
-    not end the range; a later end-of-partition event at ``end``, or the record, does.
-    """
-    for _err, topic, partition, offset in events:
-        if (topic is None or TopicPartition(topic, partition) == only) and offset >= 0:
-            mark = max(mark if mark is not None else -1, offset + 1)
-    return mark
 
 
 def _check_quiet(
@@ -246,8 +230,16 @@ def _check_quiet(
         )
 
 
-def _eof_offset(events: Sequence[Any], only: TopicPartition) -> int | None:
-    """The end-of-partition offset of ``only`` among a fetch's events, if any; errors raise.
+def _read_events(events: Sequence[Any], only: TopicPartition) -> tuple[int | None, int]:
+    """A fetch's events for ``only``: its end-of-partition offset (None: none), and the largest
+    ``offset + 1`` among them (-1: none); errors raise.
+
+    That second value is a position no record vouches for: ``rd_kafka_consume_batch_queue`` (the native
+    fetch, and confluent-kafka's ``consume``) moves a partition's position past every message it returns,
+    events included. An end-of-partition event at ``end - 1`` (a follower's or a new leader's high watermark
+    lagging the one the range was planned with) makes the position ``end`` while the record at ``end - 1``
+    is still to come: that position does not end the range; a later end-of-partition event at ``end``, or
+    the record, does.
 
     A leaderless answer (a broker down, a leader being elected: librdkafka reports it and keeps fetching
     from the new leader once there is one) is logged and ridden out; ``pollTimeoutMs`` still bounds the wait.
@@ -255,8 +247,11 @@ def _eof_offset(events: Sequence[Any], only: TopicPartition) -> int | None:
     from confluent_kafka import KafkaError
 
     eof: int | None = None
+    past = -1
     for err, topic, partition, offset in events:
         tp = TopicPartition(topic, partition) if topic is not None else only
+        if tp == only and offset >= 0:
+            past = max(past, offset + 1)
         if err.code() == KafkaError._PARTITION_EOF:
             if tp == only:
                 eof = offset
@@ -266,7 +261,7 @@ def _eof_offset(events: Sequence[Any], only: TopicPartition) -> int | None:
             log.info("reading %s: %s (riding out a leader change)", tp, err.str())
         else:
             raise BrokerError(f"reading {tp} failed: {err.str()}")
-    return eof
+    return eof, past
 
 
 def _check_start(reader: Fetcher, r: OffsetRange, fail_on_data_loss: bool, conf: Mapping[str, Any]) -> int:

@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from sparkafka.errors import BrokerError, DataLossError
-from sparkafka.source.fetch import _eof_offset
+from sparkafka.source.fetch import _read_events
 from sparkafka.structs import TopicPartition
 
 
@@ -17,23 +17,23 @@ def test_end_of_partition_is_told_apart_from_errors() -> None:
         (KafkaError(KafkaError._PARTITION_EOF), "t", 0, 2),
         (KafkaError(KafkaError._PARTITION_EOF), "t", 1, 9),
     ]
-    assert _eof_offset(events, TopicPartition("t", 0)) == 2  # partition 1's event is not this read's
-    assert _eof_offset([], TopicPartition("t", 0)) is None
+    assert _read_events(events, TopicPartition("t", 0)) == (2, 3)  # partition 1's event is not this read's
+    assert _read_events([], TopicPartition("t", 0)) == (None, -1)
 
 
 @pytest.mark.parametrize(
     "code", [KafkaError._TRANSPORT, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE]
 )
 def test_a_leader_change_is_ridden_out_not_a_failed_task(code: int) -> None:
-    assert _eof_offset([(KafkaError(code), "t", 0, -1)], TopicPartition("t", 0)) is None
+    assert _read_events([(KafkaError(code), "t", 0, -1)], TopicPartition("t", 0)) == (None, -1)
 
 
 def test_out_of_range_is_data_loss_and_other_errors_fail() -> None:
     tp = TopicPartition("t", 0)
     with pytest.raises(DataLossError, match="out of range"):
-        _eof_offset([(KafkaError(KafkaError.OFFSET_OUT_OF_RANGE), "t", 0, 3)], tp)
+        _read_events([(KafkaError(KafkaError.OFFSET_OUT_OF_RANGE), "t", 0, 3)], tp)
     with pytest.raises(BrokerError, match="t-0 failed"):
-        _eof_offset([(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), None, -1, -1)], tp)
+        _read_events([(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), None, -1, -1)], tp)
 
 
 class LeaderlessThenFine:
