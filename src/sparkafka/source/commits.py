@@ -294,12 +294,13 @@ class OffsetCommitter:
         """Commit the group's offsets as this run left them once more, marked stopped (``CommitMark``).
 
         Tells ``sparkafka offsets reset`` that this query no longer commits, so a reset need not wait.
-        Sent only when every commit was answered and confirmed, so it moves no offset.
+        Sent only when every commit was answered and the group still holds what this run confirmed (read
+        first: a reset made while the run idled stands), so it moves no offset.
         """
         if self._client is None or self._confirmed is None or self._pending or self.stopped_by:
             return
         offsets = {tp: self._confirmed[tp] for tp in self._target if tp in self._confirmed}
-        if not offsets:
+        if not offsets or self._moved_by_another(self._clock()):  # a reset made while this run idled stands
             return
         mark = CommitMark(self._run, self._host, os.getpid(), self._wall_ms(), stopped=True)
         self._pending.append(offsets)
@@ -348,32 +349,39 @@ class OffsetCommitter:
 
     def _moved_by_another(self, now: float) -> bool:
         """Whether the group's offsets differ from those this run left (a reset); if so, stop for good."""
-        assert self._client is not None
         assert self._confirmed is not None
-        try:
-            current = self._client.committed(self._target)
-        except Exception as e:  # noqa: BLE001 - any client error is a failed attempt: counted, retried later
-            self._record_failure(f"reading the group's committed offsets failed: {e}", now)
+        current = self._read_group(now)
+        if current is None:
             return True
-        moved = {tp: o for tp, o in current.items() if o is not None and o != self._confirmed.get(tp, o)}
+        # A partition this run confirmed that now holds another offset, or none (its offset was deleted).
+        moved = {tp: o for tp, o in current.items() if tp in self._confirmed and o != self._confirmed[tp]}
         if not moved:
             return False
         self.stopped_by = (
             f"the offsets of group {self.metrics.group_id} were changed by another client (a reset?): "
-            + ", ".join(f"{tp} {self._confirmed[tp]} -> {o}" for tp, o in sorted(moved.items()))
+            + ", ".join(
+                f"{tp} {self._confirmed[tp]} -> {'deleted' if o is None else o}"
+                for tp, o in sorted(moved.items())
+            )
             + "; this query stops committing to the group until it is restarted, so the change stands"
         )
         log.error("%s", self.stopped_by)
         self._record_failure(self.stopped_by, now)
         return True
 
-    def _learn_group_offsets(self, now: float) -> bool:
-        """Read the group's offsets once, so a restart from an older checkpoint never moves them back."""
+    def _read_group(self, now: float) -> dict[TopicPartition, int | None] | None:
+        """The group's committed offsets for the target's partitions; None (a counted failure) on error."""
         assert self._client is not None
         try:
-            current = self._client.committed(self._target)
+            return self._client.committed(self._target)
         except Exception as e:  # noqa: BLE001 - any client error is a failed attempt: counted, retried later
             self._record_failure(f"reading the group's committed offsets failed: {e}", now)
+            return None
+
+    def _learn_group_offsets(self, now: float) -> bool:
+        """Read the group's offsets once, so a restart from an older checkpoint never moves them back."""
+        current = self._read_group(now)
+        if current is None:
             return False
         self._confirmed = {tp: o for tp, o in current.items() if o is not None}
         behind = {tp: o for tp, o in self._target.items() if o < self._confirmed.get(tp, -1)}
