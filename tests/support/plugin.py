@@ -156,6 +156,14 @@ def checkpoint(tmp_path: Path) -> str:
     return str(tmp_path / "checkpoint")
 
 
+@pytest.fixture(params=["native", "python"])
+def fetcher(request: pytest.FixtureRequest) -> str:
+    """The source's option ``fetcher``: a test taking this runs twice, reading with sparkafka's native
+    extension and with confluent-kafka, where the two could differ (what is read, exactly once, through
+    data loss and a lost leader)."""
+    return str(request.param)
+
+
 # -- the run: its order, the figures tests record, its time against the budget -------------------------------
 
 _FIRST = ("chaos", "cluster")
