@@ -28,6 +28,19 @@ from tests.support.kafka import Kafka
 
 _capabilities: dict[str, Capability] = {}
 
+TEST_BROKER_CONFIG = {
+    # Tests write records with fixed timestamps years old: time retention would delete them mid-test (seen
+    # in CI: a partition's log start moved past its 30 records between two reads of one test).
+    "log.retention.ms": "-1",
+    # Recovery tests wait for the broker to abort a transaction past its timeout: it looks every 250 ms
+    # (Kafka: every 10 s; ApacheKafka's default, for the demo: 1 s), so the wait ends soon after the timeout.
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "250",
+    # A group's first member is not held 3 s (Kafka's default) for others to join: tests' groups have one.
+    "group.initial.rebalance.delay.ms": "0",
+}
+"""The suite's Apache Kafka: ApacheKafka's defaults (one node, few threads, no auto-created topics) and
+these, each for a test's sake."""
+
 # No timing in a test: Hypothesis's per-example deadline fails on a busy shared machine, not on a bug.
 settings.register_profile("sparkafka", deadline=None)
 settings.load_profile("sparkafka")
@@ -41,9 +54,7 @@ def kafka_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
     if external:
         yield {"bootstrap.servers": external}
         return
-    # Tests write records with fixed timestamps years old: time retention would delete them mid-test (seen
-    # in CI: a partition's log start moved past its 30 records between two reads of one test).
-    with ApacheKafka(data_dir=tmp_path_factory.mktemp("kafka"), config={"log.retention.ms": "-1"}) as kafka:
+    with ApacheKafka(data_dir=tmp_path_factory.mktemp("kafka"), config=TEST_BROKER_CONFIG) as kafka:
         yield {"bootstrap.servers": kafka.bootstrap_servers}
         close_all()  # the process's cached clients go first: none is left to log the broker's absence
         gc.collect()
