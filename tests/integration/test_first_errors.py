@@ -262,9 +262,10 @@ def test_a_bad_schema_type_is_named_before_spark_starts(kafka: Kafka, bootstrap:
 
 
 def test_a_copied_pipeline_with_the_same_prefix_fails_preflight_in_one_line(
-    kafka: Kafka, bootstrap: str, tmp_path: Path
+    spark: Any, kafka: Kafka, bootstrap: str, tmp_path: Path
 ) -> None:
     from sparkafka.pipeline.config import load_pipeline
+    from sparkafka.pipeline.plan import build_query
     from sparkafka.pipeline.preflight import preflight
 
     src, dst = kafka.topic(), kafka.topic()
@@ -278,8 +279,9 @@ def test_a_copied_pipeline_with_the_same_prefix_fails_preflight_in_one_line(
         "prefix": prefix,
     }
     first = _pipeline(tmp_path, "first", **fields)
-    code, lines = _run(first)
-    assert code == 0, lines
+    owning = build_query(spark, load_pipeline(first))  # the prefix's owner: the first pipeline's query
+    assert owning.awaitTermination(300)
+    assert owning.exception() is None
     copy = _pipeline(tmp_path, "copy", **fields)
     code, lines = _run(copy, spark_home=tmp_path / "no-spark")  # refused before Spark (12 s before)
     assert code == 2, lines
