@@ -485,6 +485,7 @@ def test_metrics_endpoint_counts_what_the_run_did(kafka: Kafka, bootstrap: str, 
     port = free_port()
     proc = start(pipeline, "--metrics-port", str(port), env={"BOOTSTRAP": bootstrap})
     q = (("query", "test_pipeline"),)
+    group_ok = ("sparkafka_group_commits_total", (("group", group), *q, ("result", "ok")))
     written = sum(valid(0, 60).values())
     scraped: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
 
@@ -500,6 +501,9 @@ def test_metrics_endpoint_counts_what_the_run_did(kafka: Kafka, bootstrap: str, 
             and scraped.get(("sparkafka_output_records_total", q)) == written
             and len(behind) == 2
             and not any(behind)
+            # A batch's offsets go to the group when the next is planned, and are counted once the commit
+            # is answered: a later progress than the last batch's (seen missing on a busy machine).
+            and scraped.get(group_ok, 0) >= 1
         )
 
     out = run_until(proc, caught_up)
@@ -508,7 +512,7 @@ def test_metrics_endpoint_counts_what_the_run_did(kafka: Kafka, bootstrap: str, 
     assert scraped[("sparkafka_batches_total", q)] >= 1
     assert scraped[("sparkafka_batch_duration_seconds_count", q)] == scraped[("sparkafka_batches_total", q)]
     assert scraped[("sparkafka_transactions_committed_total", q)] >= 1
-    assert scraped[("sparkafka_group_commits_total", (("group", group), *q, ("result", "ok")))] >= 1
+    assert scraped[group_ok] >= 1
 
 
 def test_a_metrics_port_in_use_fails_at_start_naming_it(kafka: Kafka, bootstrap: str, tmp_path: Path) -> None:
