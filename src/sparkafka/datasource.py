@@ -11,6 +11,7 @@ import functools
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
@@ -78,7 +79,12 @@ FIRST_CONTACT_S = 5.0
 
 
 def first_contact(
-    kafka: Mapping[str, str], options: Mapping[str, Any], metadata_timeout_ms: int, *, admin: Any = None
+    kafka: Mapping[str, str],
+    options: Mapping[str, Any],
+    metadata_timeout_ms: int,
+    *,
+    admin: Any = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """Ask the brokers for their topics once; raise BrokerError, one sentence, if none answers in time.
 
@@ -95,13 +101,14 @@ def first_contact(
         options: the raw options, to tell whether ``metadataTimeoutMs`` was set.
         metadata_timeout_ms: ``metadataTimeoutMs`` as parsed.
         admin: the AdminClient to ask; default the process's cached one (tests pass a fake).
+        clock: the clock the bound is kept with (tests pass a fake).
     """
     from sparkafka.client.metadata import AdminMetadata
 
     explicit = any(str(k).lower() == "metadatatimeoutms" for k in options)
     timeout_s = metadata_timeout_ms / 1000 if explicit else min(FIRST_CONTACT_S, metadata_timeout_ms / 1000)
     try:
-        metadata = AdminMetadata({**kafka, "log_level": "0"}, timeout_s, admin=admin)
+        metadata = AdminMetadata({**kafka, "log_level": "0"}, timeout_s, admin=admin, clock=clock)
     except Exception as e:  # noqa: BLE001 - confluent-kafka's KafkaException: librdkafka refused a setting
         error: Any = e.args[0] if e.args else e
         said = error.str() if callable(getattr(error, "str", None)) else str(error)

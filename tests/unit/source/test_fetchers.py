@@ -108,11 +108,17 @@ def test_the_option_takes_the_three_choices_and_names_them_otherwise() -> None:
 
 
 class FakeFetcher:
-    """A scripted ``Fetcher``: each ``fetch`` answers the next ``Fetched`` (then nothing)."""
+    """A scripted ``Fetcher``: each ``fetch`` answers the next ``Fetched`` (then nothing).
 
-    def __init__(self, answers: list[Fetched], position: int = -1001) -> None:
-        self.answers = answers
+    Its position follows a real fetcher's rule (tests/integration/test_fetch.py checks both against a
+    broker): past every record returned, and past every event too when ``events_move`` (sparkafka_native)
+    or not (confluent-kafka's ``consume`` leaves it at an end-of-partition event's offset).
+    """
+
+    def __init__(self, answers: list[Fetched], position: int = -1001, events_move: bool = True) -> None:
+        self.answers = list(answers)  # popped: the parametrized list is shared by both rules
         self.at = position
+        self.events_move = events_move
         self.assigned: list[tuple[TopicPartition, int]] = []
 
     def list_topics(self, topic: str, timeout: float) -> None:
@@ -134,9 +140,10 @@ class FakeFetcher:
         self, tp: TopicPartition, end: int, max_rows: int, timeout_s: float, include_headers: bool
     ) -> Fetched:
         got = self.answers.pop(0) if self.answers else Fetched(None, None, False)
-        # As rd_kafka_consume_batch_queue does: the position moves past every message returned, events too.
+        # As rd_kafka_consume_batch_queue does: the position moves past every message returned (events too,
+        # with sparkafka_native's librdkafka).
         moved = [got.last_offset] if got.last_offset is not None else []
-        moved += [offset for *_, offset in got.events if offset >= 0]
+        moved += [offset for *_, offset in got.events if offset >= 0 and self.events_move]
         self.at = max([self.at, *(o + 1 for o in moved)])
         return got
 
@@ -213,10 +220,15 @@ def _eof(offset: int) -> tuple[Any, ...]:
         ),
     ],
 )
+@pytest.mark.parametrize("events_move", [True, False], ids=["native", "python"])
 def test_when_a_range_is_done(
-    answers: list[Fetched], position: int, expected: list[int], monkeypatch: pytest.MonkeyPatch
+    answers: list[Fetched],
+    position: int,
+    expected: list[int],
+    events_move: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert _read(FakeFetcher(answers, position), monkeypatch) == expected
+    assert _read(FakeFetcher(answers, position, events_move), monkeypatch) == expected
 
 
 def test_a_silent_partition_fails_after_the_poll_timeout_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
