@@ -220,6 +220,7 @@ def test_a_committed_transaction_whose_epoch_was_bumped_afterwards_is_still_comm
     assert values_of(kafka, topic) == expected(rows)
 
 
+@pytest.mark.xdist_group("forgetting-kafka")  # one module broker, not one per test process
 def test_a_pending_batch_whose_ids_expired_is_decided_from_the_transaction_markers(
     forgetting_kafka: dict[str, str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -238,6 +239,7 @@ def test_a_pending_batch_whose_ids_expired_is_decided_from_the_transaction_marke
     assert values_of(kafka, topic) == expected(rows[1:])  # task 0's rows went with retention, once
 
 
+@pytest.mark.xdist_group("forgetting-kafka")
 def test_a_pending_batch_nothing_can_decide_stops_the_query_naming_a_command_that_works(
     forgetting_kafka: dict[str, str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
