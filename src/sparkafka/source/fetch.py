@@ -43,11 +43,22 @@ ROWS_PER_BATCH = 20_000
 
 @dataclass(frozen=True)
 class OffsetRange:
-    """Read ``[start, end)`` of one partition."""
+    """Read ``[start, end)`` of one partition.
+
+    A batch read's ``earliest`` and ``latest`` are bound when its task starts, as Spark's executors bind
+    them (``KafkaBatchPartitionReader.resolveRange``): ``start`` and ``end`` are then what planning saw, and
+    the task reads from the log start and to the log end it finds (the last stable offset under
+    read_committed). So retention between planning and the task does not fail a default batch read, and
+    records that arrived since are read.
+    """
 
     tp: TopicPartition
     start: int
     end: int
+    from_earliest: bool = False
+    """Start at the log start when the task starts (a batch read's ``earliest``)."""
+    to_latest: bool = False
+    """End at the log end when the task starts (a batch read's ``latest``)."""
 
 
 def _reader_settings(conf: Mapping[str, str]) -> dict[str, str]:
@@ -127,21 +138,28 @@ def read_ranges(
     aborted records under read_committed) never stall it. ``fetcher`` picks how records are taken off
     Kafka (``_fetcher``); the decisions here are the same for both.
 
+    Data loss is Spark's (``KafkaDataConsumer``): offsets below the log start when the task starts, or that
+    go out of range while it reads (retention overtaking it, a log truncated under it), fail the task, or
+    with ``fail_on_data_loss`` off are skipped to the earliest offset still in the range, with a warning
+    saying how many.
+
     Raises:
-        DataLossError: the range starts below the log start (retention) and ``fail_on_data_loss``.
+        DataLossError: offsets of a range are no longer in the log and ``fail_on_data_loss``.
         BrokerError: no progress within ``poll_timeout_ms``.
         NativeUnavailableError: ``fetcher`` is ``native`` and the extension is missing or refuses a setting.
     """
-    todo = [r for r in ranges if r.end > r.start]
+    todo = [r for r in ranges if r.end > r.start or r.to_latest]
     if not todo:
         return
     reader = _fetcher(conf, fetcher)
     learn_topics(reader, {r.tp.topic for r in todo}, 30)
-    starts = {r.tp: _check_start(reader, r, fail_on_data_loss, conf) for r in todo}
+    todo = [_bind(reader, r, fail_on_data_loss, conf) for r in todo]
+    starts = {r.tp: r.start for r in todo}
     stalled = functools.partial(broker_gaps.note_stalled_fetch, conf)
     try:
         for r in sorted(todo, key=lambda r: r.tp):
             only = r.tp
+            out_of_range_at: int | None = None
             while starts[only] < r.end:
                 reader.assign(only, starts[only])
                 try:
@@ -155,6 +173,13 @@ def read_ranges(
                         starts[only] = e.position
                     reader = _fetcher(conf, fetcher)
                     learn_topics(reader, {only.topic}, 30)
+                except _OutOfRangeError as e:
+                    reader.unassign()
+                    at = starts[only] if e.position is None else e.position
+                    if at == out_of_range_at:  # the log holds it, yet the broker refuses it again
+                        raise BrokerError(f"reading {only}: offset {at} is out of range again") from None
+                    out_of_range_at = at
+                    starts[only] = _skip_out_of_range(reader, r, at, fail_on_data_loss, conf)
     finally:
         reader.unassign()
 
@@ -163,6 +188,15 @@ class _StalledError(Exception):
     """Fetches gave nothing for ``broker_gaps.STALL_S`` and the fetch wait was raised (``broker_gaps``)."""
 
     def __init__(self, position: int | None) -> None:
+        super().__init__(position)
+        self.position = position
+
+
+class _OutOfRangeError(Exception):
+    """librdkafka found the read's position out of range (``auto.offset.reset=error``: it reports, never
+    resets); ``position``: where the read got to, None when not known (no record yet)."""
+
+    def __init__(self, position: int | None = None) -> None:
         super().__init__(position)
         self.position = position
 
@@ -191,7 +225,10 @@ def _read_partition(
         if got.reached_end:
             return
         # End-of-partition events count only after the data fetched with them.
-        eof, past_events = _read_events(got.events, only)
+        try:
+            eof, past_events = _read_events(got.events, only)
+        except _OutOfRangeError:
+            raise _OutOfRangeError(position if got.last_offset is None else got.last_offset + 1) from None
         if eof is not None and eof >= end:
             return
         if got.last_offset is not None:
@@ -256,7 +293,7 @@ def _read_events(events: Sequence[Any], only: TopicPartition) -> tuple[int | Non
             if tp == only:
                 eof = offset
         elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-            raise DataLossError(f"offsets of {tp} are out of range while reading: {err.str()}")
+            raise _OutOfRangeError
         elif is_leaderless(err):
             log.info("reading %s: %s (riding out a leader change)", tp, err.str())
         else:
@@ -264,25 +301,69 @@ def _read_events(events: Sequence[Any], only: TopicPartition) -> tuple[int | Non
     return eof, past
 
 
-def _check_start(reader: Fetcher, r: OffsetRange, fail_on_data_loss: bool, conf: Mapping[str, Any]) -> int:
-    """The offset to start at: ``r.start``, unless retention removed it (then data loss).
+def _watermarks(reader: Fetcher, tp: TopicPartition, conf: Mapping[str, Any]) -> tuple[int, int]:
+    """(log start, log end as this reader's isolation level reads it) of ``tp``, asked of its leader.
 
     The lookup rides through a leader election (a broker killed: its partitions answer NOT_LEADER, or the
     request dies with the broker's handle) for ``DEFAULT_TIMEOUT_S``, each try capped at the election time.
     """
     from confluent_kafka import TopicPartition as CTopicPartition
 
-    ctp = CTopicPartition(r.tp.topic, r.tp.partition)
-    low, _high = with_retries(
-        f"the log start of {r.tp}",
+    ctp = CTopicPartition(tp.topic, tp.partition)
+    return with_retries(
+        f"the log start of {tp}",
         conf,
         lambda left: reader.get_watermark_offsets(ctp, timeout=min(left, LEADER_ELECTION_S)),
         DEFAULT_TIMEOUT_S,
     )
-    if low is None or low < 0 or r.start >= low:
-        return r.start
-    lost = f"{r.tp}: offsets {r.start}..{min(low, r.end) - 1} were removed (log starts at {low})"
+
+
+def _bind(reader: Fetcher, r: OffsetRange, fail_on_data_loss: bool, conf: Mapping[str, Any]) -> OffsetRange:
+    """What the task reads of ``r``: its late-bound ends resolved (``OffsetRange``), and a start that
+    retention removed moved to the log start when ``fail_on_data_loss`` is off."""
+    low, high = _watermarks(reader, r.tp, conf)
+    known = low is not None and low >= 0
+    start = low if r.from_earliest and known else r.start
+    end = high if r.to_latest and high is not None and high >= 0 else r.end
+    if not known or start >= low:
+        return OffsetRange(r.tp, start, end)
+    lost = f"{r.tp}: offsets {start}..{min(low, end) - 1} were removed (log starts at {low})"
     if fail_on_data_loss:
         raise DataLossError(f"{lost}. Set failOnDataLoss=false to skip ahead with a warning")
-    log.warning("%s; skipping ahead (failOnDataLoss=false)", lost)
-    return int(min(low, r.end))
+    log.warning("%s; skipping ahead: %d offsets skipped (failOnDataLoss=false)", lost, min(low, end) - start)
+    return OffsetRange(r.tp, int(min(low, end)), end)
+
+
+def resume_after_out_of_range(at: int, end: int, low: int, high: int) -> int:
+    """Where a read of ``[at, end)`` goes on once ``at`` went out of range and the log holds ``[low, high)``:
+    Spark's ``KafkaDataConsumer.getEarliestAvailableOffsetBetween``.
+
+    ``end`` (the rest of the range is skipped) when the two do not overlap; ``at`` when the log holds it
+    again (a topic recreated and refilled); else ``low``.
+    """
+    if at >= high or low >= end:
+        return end
+    return max(at, low)
+
+
+def _skip_out_of_range(
+    reader: Fetcher, r: OffsetRange, at: int, fail_on_data_loss: bool, conf: Mapping[str, Any]
+) -> int:
+    """After offset ``at`` went out of range while reading ``r``: where the read goes on
+    (``resume_after_out_of_range``), with a warning saying how many offsets that skips.
+
+    Raises:
+        DataLossError: ``fail_on_data_loss``.
+    """
+    low, high = _watermarks(reader, r.tp, conf)
+    what = (
+        f"{r.tp}: offset {at} went out of range while reading up to {r.end} "
+        f"(the log now holds {low}..{high - 1})"
+    )
+    if fail_on_data_loss:
+        raise DataLossError(
+            f"{what}. Set failOnDataLoss=false to skip to the earliest offset left with a warning"
+        )
+    resume = resume_after_out_of_range(at, r.end, low, high)
+    log.warning("%s; going on from %d: %d offsets skipped (failOnDataLoss=false)", what, resume, resume - at)
+    return resume
