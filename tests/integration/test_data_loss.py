@@ -281,3 +281,20 @@ def test_offsets_out_of_range_during_a_read_skip_to_the_earliest_only_when_allow
     assert before == list(range(len(before)))  # what was read before the move, in order
     assert len(before) < 350  # then a skip
     assert [o for o in got if o >= 350] == list(range(350, 400))
+
+
+@pytest.mark.parametrize("fetcher", ["native", "python"])
+def test_a_range_past_the_log_end_is_data_loss_after_the_poll_timeout(
+    kafka: Kafka, kafka_conf: dict[str, str], fetcher: str
+) -> None:
+    """A log that ends below a range, at the very offset the read reaches (a log truncated, or a topic
+    recreated, between planning and the task): no fetch is out of range and no record comes. After
+    ``pollTimeoutMs`` Spark's reader finds the offset at the log's end and reports data loss (with
+    failOnDataLoss=false it skips the rest of the range), not a timeout."""
+    topic = kafka.topic(partitions=1)
+    kafka.produce(topic, ["x"] * 3)
+    past = [OffsetRange(TopicPartition(topic, 0), 0, 10)]
+    with pytest.raises(DataLossError, match=rf"{topic}-0: offset 3 .*up to 10.*failOnDataLoss=false"):
+        list(read_ranges(kafka_conf, past, poll_timeout_ms=1500, fetcher=fetcher))
+    read = read_ranges(kafka_conf, past, fail_on_data_loss=False, poll_timeout_ms=1500, fetcher=fetcher)
+    assert [o for batch in read for o in batch["offset"].to_pylist()] == [0, 1, 2]

@@ -1,5 +1,5 @@
 """Executor-side reading, without Spark: exact ranges at volume, gaps from transaction markers, every
-field of a record, data loss and a silent broker. Every test runs with both fetchers: sparkafka's native
+field of a record, data loss. Every test runs with both fetchers: sparkafka's native
 extension and the pure-Python one (confluent-kafka)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from sparkafka.errors import BrokerError, DataLossError
+from sparkafka.errors import DataLossError
 from sparkafka.source import native_fetch
 from sparkafka.source.fetch import OffsetRange, read_ranges
 from sparkafka.structs import TopicPartition
@@ -167,18 +167,6 @@ def test_a_range_below_the_log_start_is_data_loss_unless_allowed(
         list(read_ranges(kafka_conf, lost, fetcher=fetcher))
     batches = list(read_ranges(kafka_conf, lost, fail_on_data_loss=False, fetcher=fetcher))
     assert [o for b in batches for o in b["offset"].to_pylist()] == list(range(8, 15))
-
-
-def test_a_range_past_what_the_broker_has_fails_after_the_poll_timeout(
-    kafka: Kafka, kafka_conf: dict[str, str], fetcher: Any
-) -> None:
-    topic = kafka.topic(partitions=1)
-    kafka.produce(topic, ["x"] * 3)
-    read = read_ranges(
-        kafka_conf, [OffsetRange(TopicPartition(topic, 0), 0, 10)], poll_timeout_ms=1500, fetcher=fetcher
-    )
-    with pytest.raises(BrokerError, match=f"no records arrived for 1500 ms while reading {topic}-0 up to 10"):
-        list(read)
 
 
 def test_read_committed_skips_aborted_records_and_read_uncommitted_keeps_them(
