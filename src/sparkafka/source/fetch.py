@@ -156,6 +156,11 @@ def read_ranges(
     todo = [_bind(reader, r, fail_on_data_loss, conf) for r in todo]
     starts = {r.tp: r.start for r in todo}
     stalled = functools.partial(broker_gaps.note_stalled_fetch, conf)
+
+    def log_end() -> int | None:
+        """The end of the partition being read, where ListOffsets(latest) tells it (``broker_gaps``)."""
+        return _watermarks(reader, only, conf)[1] if broker_gaps.latest_is_exact(conf) else None
+
     try:
         for r in sorted(todo, key=lambda r: r.tp):
             only = r.tp
@@ -164,7 +169,13 @@ def read_ranges(
                 reader.assign(only, starts[only])
                 try:
                     yield from _read_partition(
-                        reader, only, r.end, include_headers, poll_timeout_ms, stalled=stalled
+                        reader,
+                        only,
+                        r.end,
+                        include_headers,
+                        poll_timeout_ms,
+                        stalled=stalled,
+                        log_end=log_end,
                     )
                     break
                 except _StalledError as e:  # the fetch wait was raised: again from where the read got to
@@ -209,11 +220,14 @@ def _read_partition(
     poll_timeout_ms: int,
     *,
     stalled: Callable[[], bool] = lambda: False,
+    log_end: Callable[[], int | None] = lambda: None,
 ) -> Iterator[pa.RecordBatch]:
     """Read the assigned partition ``only`` up to ``end``, yielding batches of up to ``ROWS_PER_BATCH``.
 
     Raises:
         _StalledError: nothing arrived for ``broker_gaps.STALL_S`` and ``stalled()`` raised the fetch wait.
+        _OutOfRangeError: offsets went out of range, or nothing arrived for ``poll_timeout_ms`` and
+            ``log_end()`` (the log's end, None: not known) is below ``end``.
     """
     last_progress = time.monotonic()
     position: int | None = None
@@ -241,7 +255,15 @@ def _read_partition(
         if at >= end and at != event_mark:  # passed the end without a record to show it
             return
         quiet_s = time.monotonic() - last_progress
-        _check_quiet(only, end, quiet_s, position=position, stalled=stalled, poll_timeout_ms=poll_timeout_ms)
+        _check_quiet(
+            only,
+            end,
+            quiet_s,
+            position=position,
+            stalled=stalled,
+            log_end=log_end,
+            poll_timeout_ms=poll_timeout_ms,
+        )
 
 
 def _check_quiet(
@@ -251,16 +273,22 @@ def _check_quiet(
     *,
     position: int | None,
     stalled: Callable[[], bool],
+    log_end: Callable[[], int | None],
     poll_timeout_ms: int,
 ) -> None:
     """After a fetch that brought nothing: raise if the fetch stalled or ``pollTimeoutMs`` passed.
 
-    A stalled fetch raises ``_StalledError`` (the caller resumes with a longer wait); past
-    ``pollTimeoutMs`` the task fails with a ``BrokerError`` naming the partition.
+    A stalled fetch raises ``_StalledError`` (the caller resumes with a longer wait). Past
+    ``pollTimeoutMs``, a log that now ends below ``end`` (truncated, or its topic recreated, since the range
+    was planned: the read waits at the log's end, where nothing is out of range) is Spark's data loss
+    (``_OutOfRangeError``); else the task fails with a ``BrokerError`` naming the partition.
     """
     if quiet_s > broker_gaps.STALL_S and stalled():
         raise _StalledError(position)
     if quiet_s * 1000 > poll_timeout_ms:
+        now_ends = log_end()
+        if now_ends is not None and now_ends < end:
+            raise _OutOfRangeError(position)
         raise BrokerError(
             f"no records arrived for {poll_timeout_ms} ms while reading {only} up to {end} "
             "(raise pollTimeoutMs if the broker is slow)"
