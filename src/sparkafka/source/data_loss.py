@@ -33,6 +33,14 @@ which is read from its first record (nothing of it skipped, where Spark would go
 end). A ``changed`` partition whose id is unchanged was truncated, so going on from the log's end skips
 nothing of the log as it is now.
 
+What still cannot be told: a log truncated below the query's position (same topic, same id) that has
+grown past it again before the query looks (records the query never read sit at offsets it has passed;
+Kafka's leader epochs could tell, they are not kept); a topic recreated between two discoveries of a
+running query whose new log passes the position before the next discovery (batches read on from the old
+position until the new id is seen: then it is data loss, and with ``failOnDataLoss=false`` the new topic
+is read from its first record, so what was read of it in between is read again); and a topic recreated
+between a batch's planning and its tasks (a task does not check ids).
+
 Costs: the ids come with discovery (one metadata request per ``partitionDiscoveryIntervalMs``; two for a
 pattern: list, then describe), never per batch. A batch asks ListOffsets(latest) for the partitions it
 reads on, and ListOffsets(earliest) only for partitions that enter. A partition reported gone, or an end

@@ -156,11 +156,6 @@ def read_ranges(
     todo = [_bind(reader, r, fail_on_data_loss, conf) for r in todo]
     starts = {r.tp: r.start for r in todo}
     stalled = functools.partial(broker_gaps.note_stalled_fetch, conf)
-
-    def log_end() -> int | None:
-        """The end of the partition being read, where ListOffsets(latest) tells it (``broker_gaps``)."""
-        return _watermarks(reader, only, conf)[1] if broker_gaps.latest_is_exact(conf) else None
-
     try:
         for r in sorted(todo, key=lambda r: r.tp):
             only = r.tp
@@ -175,7 +170,7 @@ def read_ranges(
                         include_headers,
                         poll_timeout_ms,
                         stalled=stalled,
-                        log_end=log_end,
+                        log_end=functools.partial(_log_end, reader, only, conf),
                     )
                     break
                 except _StalledError as e:  # the fetch wait was raised: again from where the read got to
@@ -187,8 +182,11 @@ def read_ranges(
                 except _OutOfRangeError as e:
                     reader.unassign()
                     at = starts[only] if e.position is None else e.position
-                    if at == out_of_range_at:  # the log holds it, yet the broker refuses it again
-                        raise BrokerError(f"reading {only}: offset {at} is out of range again") from None
+                    if at == out_of_range_at:  # the log held it, yet the broker refused it again
+                        raise BrokerError(
+                            f"reading {only}: offset {at} was refused as out of range twice, though the log "
+                            "held it in between"
+                        ) from None
                     out_of_range_at = at
                     starts[only] = _skip_out_of_range(reader, r, at, fail_on_data_loss, conf)
     finally:
@@ -346,6 +344,11 @@ def _watermarks(reader: Fetcher, tp: TopicPartition, conf: Mapping[str, Any]) ->
     )
 
 
+def _log_end(reader: Fetcher, tp: TopicPartition, conf: Mapping[str, Any]) -> int | None:
+    """The end of ``tp``'s log where ListOffsets(latest) tells it (``broker_gaps``), else None."""
+    return _watermarks(reader, tp, conf)[1] if broker_gaps.latest_is_exact(conf) else None
+
+
 def _bind(reader: Fetcher, r: OffsetRange, fail_on_data_loss: bool, conf: Mapping[str, Any]) -> OffsetRange:
     """What the task reads of ``r``: its late-bound ends resolved (``OffsetRange``), and a start that
     retention removed moved to the log start when ``fail_on_data_loss`` is off."""
@@ -386,7 +389,7 @@ def _skip_out_of_range(
     low, high = _watermarks(reader, r.tp, conf)
     what = (
         f"{r.tp}: offset {at} went out of range while reading up to {r.end} "
-        f"(the log now holds {low}..{high - 1})"
+        f"(the log now starts at {low} and ends at {high})"
     )
     if fail_on_data_loss:
         raise DataLossError(
