@@ -91,7 +91,7 @@ class Loss:
     to: int | None
     """Where it goes on from with failOnDataLoss=false (None: dropped)."""
     ids: tuple[str, str] | None = None
-    """For ``recreated``: the checkpointed and the current topic id."""
+    """The checkpointed and the current topic id, where both are known (``recreated``: they differ)."""
 
     def describe(self, subscription: Subscription) -> str:
         """What happened, as a clause for the error or the warning."""
@@ -121,12 +121,21 @@ class Loss:
 
     def skipped(self) -> str:
         """For the warning: where the query goes on from and how many offsets that skips."""
-        if self.kind in ("deleted", "unsubscribed"):
-            return f"dropping it; its records from offset {self.at} on are not read"
+        if self.kind == "deleted":
+            return (
+                f"dropping it: how many of its records from offset {self.at} on were not read cannot be known"
+            )
+        if self.kind == "unsubscribed":
+            return f"dropping it: its records from offset {self.at} on are not read"
+        if self.kind == "changed" and self.ids is not None:
+            return (
+                f"going on from offset {self.to}: the topic's id is unchanged (its log was truncated), so no "
+                "offset of the log as it is now is skipped"
+            )
         if self.kind == "changed":
             return (
-                f"going on from offset {self.to}: no offset of the log as it is now is skipped, unless the "
-                f"topic was recreated (then its offsets below {self.to} are)"
+                f"going on from offset {self.to}: none of the log's offsets are skipped if it was truncated, "
+                f"its first {self.to} if the topic was recreated (no topic id to tell)"
             )
         if self.kind == "added":
             return f"starting there: {self.to} offsets skipped"
@@ -183,13 +192,22 @@ def find_losses(
         Loss(tp, "deleted" if _subscribed(subscription, tp) else "unsubscribed", at, None)
         for tp, at in sorted(members.gone.items())
     ]
-    out += [Loss(tp, "changed", at, latest[tp]) for tp, at in sorted(members.kept.items()) if latest[tp] < at]
+    out += [
+        Loss(tp, "changed", at, latest[tp], _both(ids, tp.topic))
+        for tp, at in sorted(members.kept.items())
+        if latest[tp] < at
+    ]
     out += [Loss(tp, "added", None, earliest[tp]) for tp in sorted(members.new) if earliest[tp] != 0]
     out += [
-        Loss(tp, "recreated", at, earliest[tp], (ids[0][tp.topic], ids[1][tp.topic]))
+        Loss(tp, "recreated", at, earliest[tp], _both(ids, tp.topic))
         for tp, at in sorted(members.recreated.items())
     ]
     return out
+
+
+def _both(ids: tuple[Mapping[str, str], Mapping[str, str]], topic: str) -> tuple[str, str] | None:
+    before, now = ids[0].get(topic), ids[1].get(topic)
+    return (before, now) if before and now else None
 
 
 def report(losses: list[Loss], subscription: Subscription, fail_on_data_loss: bool) -> None:
@@ -201,7 +219,7 @@ def report(losses: list[Loss], subscription: Subscription, fail_on_data_loss: bo
     if losses and fail_on_data_loss:
         clauses = "; ".join(loss.describe(subscription) for loss in losses)
         raise DataLossError(
-            f"Some data may have been missed: {clauses}. Set failOnDataLoss=false to go on with a warning"
+            f"Some data may have been missed: {clauses}; set failOnDataLoss=false to go on with a warning"
         )
     for loss in losses:
         log.warning("%s; %s (failOnDataLoss=false)", loss.describe(subscription), loss.skipped())
