@@ -1,5 +1,5 @@
 """Executor-side reading, without Spark: exact ranges at volume, gaps from transaction markers, every
-field of a record, data loss, a silent broker, a broker lost mid-read, and the position rule the read
+field of a record, data loss, a broker lost mid-read, and the position rule the read
 loop's decisions rest on. Every test runs with both fetchers (the ``fetcher`` fixture): sparkafka's native
 extension and the pure-Python one (confluent-kafka); every value read is checked against what was
 produced, in order."""
@@ -16,7 +16,7 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from sparkafka.client.core import close_all, learn_topics
-from sparkafka.errors import BrokerError, DataLossError
+from sparkafka.errors import DataLossError
 from sparkafka.local.kafka_broker import ApacheKafka
 from sparkafka.source import fetch, native_fetch
 from sparkafka.source.fetch import ROWS_PER_BATCH, OffsetRange, read_ranges
@@ -201,18 +201,6 @@ def test_a_range_below_the_log_start_is_data_loss_unless_allowed(
     batches = list(read_ranges(kafka_conf, lost, fail_on_data_loss=False, fetcher=fetcher))
     assert [o for b in batches for o in b["offset"].to_pylist()] == list(range(8, 15))
     assert [v for b in batches for v in b["value"].to_pylist()] == [f"v{i}".encode() for i in range(8, 15)]
-
-
-def test_a_range_past_what_the_broker_has_fails_after_the_poll_timeout(
-    kafka: Kafka, kafka_conf: dict[str, str], fetcher: Any
-) -> None:
-    topic = kafka.topic(partitions=1)
-    kafka.produce(topic, ["x"] * 3)
-    read = read_ranges(
-        kafka_conf, [OffsetRange(TopicPartition(topic, 0), 0, 10)], poll_timeout_ms=1500, fetcher=fetcher
-    )
-    with pytest.raises(BrokerError, match=f"no records arrived for 1500 ms while reading {topic}-0 up to 10"):
-        list(read)
 
 
 def test_read_committed_skips_aborted_records_and_read_uncommitted_keeps_them(

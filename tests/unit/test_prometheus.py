@@ -99,6 +99,8 @@ def test_group_commits_are_the_source_metrics_totals_and_offsets_per_partition()
 def test_only_sparkafka_queries_are_exported() -> None:
     never = lambda _qid: False  # noqa: E731
     assert is_sparkafka(progress(0, 1, {"t": {"0": 4}}, {"t": {"0": 4}}), never)
+    with_ids = {"t": {"0": 4}, "@topicIds": {"t": "8U_j8L8uSD6S7nNFuplY8g"}}  # the source keeps topic ids
+    assert is_sparkafka(progress(0, 1, with_ids, with_ids), never)
     # Spark's own Kafka source has the same offsets, but it is not a Python data source.
     spark_kafka = progress(0, 1, {}, {}) | {
         "sources": [{"description": "KafkaV2[Subscribe[t]]", "endOffset": '{"t": {"0": 4}}'}]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sparkafka.client.metadata import AdminMetadata
 from sparkafka.source.options import Subscription
+from sparkafka.source.planning import Discovery
 from sparkafka.structs import TopicPartition
 
 __all__ = ["SourceMetadata"]
@@ -12,9 +13,23 @@ __all__ = ["SourceMetadata"]
 class SourceMetadata(AdminMetadata):
     """Cluster lookups for the source's planner (driver side), retried within ``metadataTimeoutMs``."""
 
-    def partitions(self, subscription: Subscription) -> set[TopicPartition]:
-        """The partitions that exist now and belong to the subscription."""
-        topics = self.topics()
+    def discover(self, subscription: Subscription) -> Discovery:
+        """The partitions that exist now and belong to the subscription, and their topics' ids (those the
+        broker has: Kafka 2.8 and later).
+
+        One DescribeTopics request for ``subscribe`` and ``assign``; a pattern lists the topics first.
+        """
+        if subscription.pattern is not None:
+            names = [t for t in self.topics() if subscription.matches(t)]
+        else:
+            names = [tp.topic for tp in subscription.partitions] or list(subscription.topics)
+        topics = self.describe_topics(t for t in names if not t.startswith("__"))
+        ids = {t: info.topic_id for t, info in topics.items() if info.topic_id}
         if subscription.partitions:
-            return {tp for tp in subscription.partitions if tp.partition < topics.get(tp.topic, 0)}
-        return {TopicPartition(t, p) for t, n in topics.items() if subscription.matches(t) for p in range(n)}
+            counts = {t: info.partitions for t, info in topics.items()}
+            return Discovery(
+                {tp for tp in subscription.partitions if tp.partition < counts.get(tp.topic, 0)}, ids
+            )
+        return Discovery(
+            {TopicPartition(t, p) for t, info in topics.items() for p in range(info.partitions)}, ids
+        )

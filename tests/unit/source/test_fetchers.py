@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from sparkafka.client.core import close_all
-from sparkafka.errors import BrokerError, ConfigError
+from sparkafka.errors import BrokerError, ConfigError, DataLossError
 from sparkafka.source import fetch
 from sparkafka.source.fetch import OffsetRange, read_ranges
 from sparkafka.source.fetchers import Fetched, PythonFetcher, arrow_schema
@@ -231,6 +231,24 @@ def test_when_a_range_is_done(
     assert _read(FakeFetcher(answers, position, events_move), monkeypatch) == expected
 
 
-def test_a_silent_partition_fails_after_the_poll_timeout_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("exact", [True, False], ids=["exact ends", "broker gap"])
+def test_a_silent_partition_fails_after_the_poll_timeout_naming_it(
+    monkeypatch: pytest.MonkeyPatch, exact: bool
+) -> None:
+    """The log reaches past the range's end (FakeFetcher: 0..99), or its end cannot be trusted: a broker
+    problem, not data loss."""
+    monkeypatch.setattr(fetch.broker_gaps, "latest_is_exact", lambda conf: exact)
     with pytest.raises(BrokerError, match="no records arrived for 0 ms while reading t-0 up to 10"):
         _read(FakeFetcher([Fetched(_rows([0]), 0, False)]), monkeypatch, poll_timeout_ms=0)
+
+
+def test_a_silent_partition_whose_log_ends_below_the_range_is_data_loss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Truncated(FakeFetcher):
+        def get_watermark_offsets(self, tp: Any, timeout: float) -> tuple[int, int]:
+            return 0, 1
+
+    monkeypatch.setattr(fetch.broker_gaps, "latest_is_exact", lambda conf: True)
+    with pytest.raises(DataLossError, match=r"t-0: offset 1 went out of range while reading up to 10"):
+        _read(Truncated([Fetched(_rows([0]), 0, False)]), monkeypatch, poll_timeout_ms=0)
