@@ -158,9 +158,10 @@ def run(spark: Any, pipeline: Path) -> Any:
 def records_in_range(source: dict[str, Any]) -> int:
     """The records between a progress source's start and end offsets (start None: the log's start, 0)."""
 
+    from sparkafka.ops.query_progress import offsets_of  # leaves out the topic ids kept beside the offsets
+
     def total(text: Any) -> int:
-        data = (json.loads(text) if isinstance(text, str) else text) or {}
-        return sum(int(o) for parts in data.values() for o in parts.values())
+        return sum(int(o) for parts in offsets_of(text).values() for o in parts.values())
 
     return total(source["endOffset"]) - total(source["startOffset"])
 
