@@ -46,11 +46,12 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol, get_args
 
 from sparkafka.structs import TimestampedOffset, TopicPartition
 
 __all__ = [
+    "ALIGNMENT_STATES",
     "AlignmentState",
     "AlignmentStatus",
     "Decision",
@@ -70,9 +71,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 AlignmentState = Literal["active", "held", "idle", "finished", "empty"]
-"""``active``: counts toward the slowest and reads what the other limits allow; ``held``: counts, and
-alignment ends its range before its latest offset; ``idle``, ``finished``, ``empty``: does not count (see
-the module's docstring)."""
+"""``active``: counts toward the slowest and reads what the other limits allow; ``held``: counts, is not the
+slowest, and alignment ends its range before its latest offset (it waits for the slowest); ``idle``,
+``finished``, ``empty``: does not count (see the module's docstring)."""
+ALIGNMENT_STATES: tuple[AlignmentState, ...] = get_args(AlignmentState)
 
 SCAN_LIMIT = 10_000
 """Records a scan for the bound looks at per partition before it stops there (see ``end_after_scan``)."""

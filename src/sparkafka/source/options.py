@@ -19,6 +19,7 @@ __all__ = [
     "SourceOptions",
     "StartupMode",
     "Subscription",
+    "duration_ms",
     "parse_source_options",
 ]
 
@@ -346,6 +347,24 @@ def _alias_int(reader: OptionReader, name: str, alias: str, minimum: int) -> int
     return value if value is not None else reader.optional_int(alias, minimum=minimum)
 
 
+def duration_ms(text: str) -> int | None:
+    """A duration as Spark writes it, in ms: ``15m``, ``30s``, ``500ms`` (a bare number is ms), or an
+    interval as ``withWatermark`` takes it (``10 minutes``, ``1 hour 30 minutes``, ``interval 2 hours``).
+    None when ``text`` is not one."""
+    words = text.lower().split()
+    if words[:1] == ["interval"]:
+        words = words[1:]
+    joined = " ".join(words)
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]*)", joined)
+    if (
+        re.fullmatch(r"(\s*\d+(?:\.\d+)?\s*[a-z]*\s*)+", joined) is None
+        or any(unit not in _TIME_UNITS_MS for _, unit in parts if unit)
+        or (len(parts) > 1 and any(not unit for _, unit in parts))
+    ):
+        return None
+    return int(sum(float(n) * _TIME_UNITS_MS[unit or "ms"] for n, unit in parts))
+
+
 @overload
 def _duration_ms(reader: OptionReader, key: str, default: int, *, positive: bool = False) -> int: ...
 @overload
@@ -353,27 +372,16 @@ def _duration_ms(reader: OptionReader, key: str, default: None, *, positive: boo
 def _duration_ms(
     reader: OptionReader, key: str, default: int | None, *, positive: bool = False
 ) -> int | None:
-    """A duration as Spark writes it: ``15m``, ``30s``, ``500ms`` (a bare number is milliseconds), or an
-    interval as ``withWatermark`` takes it (``10 minutes``, ``1 hour 30 minutes``, ``interval 2 hours``)."""
+    """Option ``key`` as a duration in ms (``duration_ms``); ``default`` when it is not set."""
     text = reader.get_str(key)
     if text is None:
         return default
-    words = text.lower().split()
-    if words[:1] == ["interval"]:
-        words = words[1:]
-    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]*)", " ".join(words))
-    spelled = re.fullmatch(r"(\s*\d+(?:\.\d+)?\s*[a-z]*\s*)+", " ".join(words))
-    if (
-        spelled is None
-        or not parts
-        or any(unit not in _TIME_UNITS_MS for _, unit in parts if unit)
-        or (len(parts) > 1 and any(not unit for _, unit in parts))
-    ):
+    ms = duration_ms(text)
+    if ms is None:
         raise ConfigError(
             f"option {reader.name(key)}={text!r} is not a duration; use a number with a unit, such as "
             "'10 minutes' (as withWatermark takes it), 15m, 30s or 500ms"
         )
-    ms = int(sum(float(n) * _TIME_UNITS_MS[unit or "ms"] for n, unit in parts))
     if positive and ms <= 0:
         raise ConfigError(f"option {reader.name(key)}={text!r} must be longer than 0 ms")
     return ms
