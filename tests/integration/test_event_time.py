@@ -158,9 +158,9 @@ def test_spark_drops_a_lagging_partition_as_late_and_aligned_sparkafka_drops_not
 def test_a_restart_mid_catch_up_plans_the_same_ranges_and_gives_the_same_windows(
     spark: Any, bootstrap: str, skewed: Skewed, checkpoint: str
 ) -> None:
-    assert len(skewed.offsets) > 10  # a catch-up of many batches
+    assert len(skewed.offsets) >= 6  # a catch-up of several batches
     restarted = Windows()
-    restarted.run(aligned(spark, bootstrap, skewed.topic), checkpoint, fail_at=5)
+    restarted.run(aligned(spark, bootstrap, skewed.topic), checkpoint, fail_at=3)
     assert restarted.counts == skewed.expected
     assert restarted.dropped == 0
     assert (

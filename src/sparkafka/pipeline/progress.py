@@ -94,13 +94,9 @@ def batch_line(
 
 
 def alignment_line(shown: AlignmentStatus | None, now: AlignmentStatus | None) -> str | None:
-    """The runner's line when what event-time alignment holds back changes (the partitions held, the one
-    they wait for, whether it is quiet); None when nothing changed since ``shown``, the status last seen."""
-
-    def shape(s: AlignmentStatus | None) -> tuple[object, ...]:
-        return () if s is None or not s.held else (s.held, s.slowest, s.slowest_quiet)
-
-    if now is None or shape(shown) == shape(now):
+    """The runner's line when what event-time alignment holds back changes (``AlignmentStatus.hold``);
+    None when nothing changed since ``shown``, the status last seen."""
+    if now is None or (shown.hold if shown is not None else ()) == now.hold:
         return None
     return now.describe_hold() or "event-time alignment holds no partition back any more"
 

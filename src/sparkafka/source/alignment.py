@@ -1,22 +1,31 @@
 """Event-time alignment of partitions (Flink's watermark alignment), decided when a micro-batch is planned.
 
 Runs on the driver side, in Spark's Python source runner, inside ``latestOffset``: ``EventTimeAligner.cap``
-lowers each partition's end so that the batch reads no record at or after ``slowest + maxEventTimeDrift``,
-where ``slowest`` is the lowest event time among the partitions that count (below). Why: Spark's watermark
-is the *largest* event time seen minus the delay, so a partition whose records are hours older than the
-others' (a backlog read from earliest, a slower producer, uneven retention) has them dropped as late. With
-every batch bounded this way and ``withWatermark(delay)`` at least the drift, the watermark never passes a
-record that a counted partition has still to deliver (the proof is in ``docs/event-time.md``).
+lowers each partition's end so that the batch reads no record at or after a bound of ``slowest +
+maxEventTimeDrift``. Why: Spark's watermark is the *largest* event time seen minus the delay, so a partition
+whose records are hours older than the others' (a backlog read from earliest, a slower producer, uneven
+retention) has them dropped as late. With every batch bounded and ``withWatermark(delay)`` at least the
+drift, the watermark never passes a record that a counted partition has still to deliver.
 
-**A partition's event time** is the timestamp of the first record at or after its position (the next record
-it will read); for a partition with nothing left to read, the largest timestamp it holds (ListOffsets
-MAX_TIMESTAMP). Both are facts of the log at the offsets in Spark's checkpoint, so planning after a restart,
-with every in-process cache gone, decides exactly as the process that planned before it: nothing here
-depends on the history of the process. The max seen so far (Flink's bounded-out-of-orderness generator)
-would need that history, which the offsets JSON does not hold. The definition never overstates where a
-partition is: when a partition's timestamps are out of order by at most D (every record is at least the
-largest earlier timestamp minus D), each record it delivers later is at least its event time minus D, so
-the guarantee holds with ``delay >= drift + D``; with timestamps in order, ``delay >= drift``.
+**The bound.** Spark moves its watermark after a batch, from the batch's largest event time, and applies it
+to the next batches. What must hold is that every record a batch reads is below the drift past the slowest
+counted partition *where the next batch starts*: every record read later is then at least that partition's
+event time (up to the disorder below), so it is above the watermark. The bound is the drift past the
+slowest partition's event time at the batch's end (its ends as the read limit makes them), or at its start
+when that is later; the ends are checked against it once cut (and the bound falls back to the slowest
+where it starts, always safe, if a cut moved the slowest end back: out-of-order timestamps). So partitions
+that progress together read as wide a batch as the read limit gives, and only a partition ahead waits.
+
+**A partition's event time** is the timestamp of the first record at or after a position (for the status:
+the position it is at, the next record it will read); for a partition with nothing left there, the largest
+timestamp it holds (ListOffsets MAX_TIMESTAMP). Both are facts of the log at offsets, so planning after a
+restart, with every in-process cache gone, decides exactly as the process that planned before it: the plan
+depends on the offsets in Spark's checkpoint and the log, not on the history of the process. The max seen
+so far (Flink's bounded-out-of-orderness generator) would need that history, which the offsets JSON does
+not hold. The definition never overstates where a partition is: when its timestamps are out of order by at
+most D (every record is at least the largest earlier timestamp minus D), each record it delivers later is
+at least its event time minus D, so the guarantee holds with ``delay >= drift + D``; with timestamps in
+order (per partition), ``delay >= drift``.
 
 **Which partitions count** toward the slowest: every partition with a record to read, and every partition
 that has read all it holds but may get more (its records so far bound its next ones). Not counted:
@@ -26,18 +35,20 @@ that has read all it holds but may get more (its records so far bound its next o
   clock: a restart decides the same, and a replay of old data treats a partition that went quiet as idle
   where it went quiet in the data, not hours later by the clock. A partition with records to read is never
   idle, so a partition held back by alignment never becomes idle (Flink's FLIP-471). It rejoins as soon as
-  it has a record to read, aligned from there.
+  it has a record to read, aligned from there (its records older than the watermark are late, as in Flink).
 - ``finished``: under ``Trigger.AvailableNow``, a partition that reached the end of what the run reads (as a
-  bounded Flink split that finished: it will deliver nothing more in this run).
+  bounded Flink split that finished: it delivers nothing more in this run).
 - ``empty``: a partition holding no record at all has no event time to align to.
 
-**Progress is always possible**: the slowest counted partition's next record is below the bound, so when it
-has records to read its range always includes at least that record; a batch never stalls on alignment alone.
-A quiet partition does hold the others back until ``partitionIdleTimeout`` says it is idle, as in Flink.
+**Progress is always possible**: the bound is at least the drift past the slowest partition's next record,
+so when that partition has records to read, the batch may include its next one; a batch never stalls on
+alignment alone. A quiet partition does hold the others back until ``partitionIdleTimeout`` says it is idle,
+as in Flink.
 
-The decision (``decide``, ``end_at_cut``, ``end_after_scan``, ``settle``) is pure; ``EventTimeAligner`` asks
-the log (an ``EventTimeLog``: Kafka in production, a fake in tests) and keeps caches of log facts only
-(the record at an offset, the first record at a timestamp), so a warm and a cold aligner plan the same.
+The decision (``decide``, ``slowest_after``, ``cap_known``, ``cap_at_cut``, ``cap_after_scan``, ``settle``)
+is pure; ``EventTimeAligner`` asks the log (an ``EventTimeLog``: Kafka in production, a fake in tests) and
+keeps caches of log facts only (the first record at an offset, the first record at a timestamp), so a warm
+and a cold aligner plan the same.
 """
 
 from __future__ import annotations
@@ -48,6 +59,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, Protocol, get_args
 
+from sparkafka.source.planning import apply_read_limit
 from sparkafka.structs import TimestampedOffset, TopicPartition
 
 __all__ = [
@@ -60,12 +72,14 @@ __all__ = [
     "PartitionEventTime",
     "PartitionTimes",
     "Scan",
+    "cap_after_scan",
+    "cap_at_cut",
+    "cap_known",
     "decide",
     "describe_duration",
     "describe_time",
-    "end_after_scan",
-    "end_at_cut",
     "settle",
+    "slowest_after",
 ]
 
 log = logging.getLogger(__name__)
@@ -77,14 +91,13 @@ slowest, and alignment ends its range before its latest offset (it waits for the
 ALIGNMENT_STATES: tuple[AlignmentState, ...] = get_args(AlignmentState)
 
 SCAN_LIMIT = 10_000
-"""Records a scan for the bound looks at per partition before it stops there (see ``end_after_scan``)."""
+"""Records a scan for the bound looks at per partition before it stops there (see ``cap_after_scan``)."""
 
 
 class PartitionTimes(NamedTuple):
-    """What the decision knows of one partition when a micro-batch is planned."""
+    """What the decision knows of one partition at one position (a batch's start, or a planned end)."""
 
     position: int
-    """The batch's start: the next offset to read."""
     latest: int
     """The end the batch may read to (the latest offset, or the availableNow target)."""
     next: TimestampedOffset | None
@@ -137,25 +150,19 @@ class EventTimeLog(Protocol):
 
 @dataclass(frozen=True)
 class Decision:
-    """``decide``'s answer: the bound, the slowest partition, each partition's state and known ends."""
+    """``decide``'s answer: which partitions count, and the slowest of them where they are now."""
 
-    bound_ms: int | None
-    """No record at or after this timestamp is read in the batch; None: nothing counts, nothing is bound."""
-    slowest: TopicPartition | None
     states: Mapping[TopicPartition, AlignmentState]
     """``active`` for every counted partition here; ``settle`` tells ``held`` ones apart."""
-    ends: Mapping[TopicPartition, int | None]
-    """The end each partition may read to; None where the first record at the bound must be looked up."""
+    slowest: TopicPartition | None
+    """None: no partition counts, nothing is bound."""
+    slowest_ms: int | None
 
 
 def decide(
-    times: Mapping[TopicPartition, PartitionTimes],
-    *,
-    drift_ms: int,
-    idle_timeout_ms: int | None,
-    bounded: bool,
+    times: Mapping[TopicPartition, PartitionTimes], *, idle_timeout_ms: int | None, bounded: bool
 ) -> Decision:
-    """Which partitions count, the slowest of them, the bound, and every end that needs no further lookup.
+    """Which partitions count at the batch's start, and the slowest of them (ties: the first in order).
 
     ``bounded``: the run reads to a fixed end (``Trigger.AvailableNow``), so a partition with nothing left
     to read is finished.
@@ -183,25 +190,33 @@ def decide(
     # A counted partition has an event time: a record to read, or records read ("empty" otherwise).
     counted = [(t.event_time_ms or 0, tp) for tp, t in times.items() if states[tp] == "active"]
     if not counted:
-        return Decision(None, None, states, {tp: t.latest for tp, t in times.items()})
+        return Decision(states, None, None)
     slowest_ms, slowest = min(counted)
-    bound = slowest_ms + drift_ms
-    ends: dict[TopicPartition, int | None] = {}
-    for tp, t in times.items():
-        if not t.readable:
-            ends[tp] = t.latest  # nothing to read there (at most transaction markers): nothing to bound
-        elif t.newest is not None and t.newest.timestamp_ms < bound:
-            ends[tp] = t.latest  # every record it holds is below the bound
-        elif t.next is not None and t.next.timestamp_ms >= bound:
-            ends[tp] = t.position  # its very next record is past the bound: held where it is
-        else:
-            ends[tp] = None
-    return Decision(bound, slowest, states, ends)
+    return Decision(states, slowest, slowest_ms)
 
 
-def end_at_cut(t: PartitionTimes, cut: TimestampedOffset | None) -> int | None:
+def slowest_after(decision: Decision, at_ends: Mapping[TopicPartition, PartitionTimes]) -> int | None:
+    """The lowest event time among the counted partitions at their planned ends (where the next batch
+    starts); None when nothing counts."""
+    times = [at_ends[tp].event_time_ms or 0 for tp, state in decision.states.items() if state == "active"]
+    return min(times, default=None)
+
+
+def cap_known(t: PartitionTimes, bound_ms: int) -> int | None:
+    """The end alignment allows a partition when no lookup is needed; None: look up its first record at
+    the bound (``cap_at_cut``)."""
+    if not t.readable:
+        return t.latest  # nothing to read there (at most transaction markers): nothing to bound
+    if t.newest is not None and t.newest.timestamp_ms < bound_ms:
+        return t.latest  # every record it holds is below the bound
+    if t.next is not None and t.next.timestamp_ms >= bound_ms:
+        return t.position  # its very next record is at or past the bound: held where it is
+    return None
+
+
+def cap_at_cut(t: PartitionTimes, cut: TimestampedOffset | None) -> int | None:
     """The end of a partition whose next record is below the bound and whose newest is not, from its first
-    record at or above the bound (``EventTimeLog.at_time``); None: the caller scans (``end_after_scan``).
+    record at or above the bound (``EventTimeLog.at_time``); None: the caller scans (``cap_after_scan``).
 
     ListOffsets searches from the log's start, so every record before that offset is below the bound,
     whatever the order of the timestamps. It is used when it lies past the next record. Otherwise it is a
@@ -216,7 +231,7 @@ def end_at_cut(t: PartitionTimes, cut: TimestampedOffset | None) -> int | None:
     return None
 
 
-def end_after_scan(t: PartitionTimes, scan: Scan) -> int:
+def cap_after_scan(t: PartitionTimes, scan: Scan) -> int:
     """The end from a scan from the position: before the first record at or above the bound, or where the
     scan stopped (``SCAN_LIMIT`` records, all below it)."""
     end = scan.found.offset if scan.found is not None else scan.scanned_to
@@ -226,21 +241,23 @@ def end_after_scan(t: PartitionTimes, scan: Scan) -> int:
 def settle(
     decision: Decision,
     times: Mapping[TopicPartition, PartitionTimes],
+    caps: Mapping[TopicPartition, int],
     ends: Mapping[TopicPartition, int],
     *,
+    bound_ms: int | None,
     drift_ms: int,
     idle_timeout_ms: int | None,
 ) -> AlignmentStatus:
-    """The status of the plan: ``held`` for counted partitions, other than the slowest, whose end alignment
-    put before their latest offset (they wait for the slowest)."""
+    """The plan's status. ``held``: a counted partition, not the slowest, that alignment ends before its
+    latest offset (its cap is where the batch ends it: it waits for the slowest)."""
     partitions = {}
     for tp, t in times.items():
         state = decision.states[tp]
-        if state == "active" and ends[tp] < t.latest and tp != decision.slowest:
+        if state == "active" and tp != decision.slowest and caps[tp] < t.latest and ends[tp] == caps[tp]:
             state = "held"
         partitions[tp] = PartitionEventTime(t.event_time_ms, state)
     quiet = decision.slowest is not None and not times[decision.slowest].readable
-    return AlignmentStatus(decision.bound_ms, decision.slowest, partitions, drift_ms, idle_timeout_ms, quiet)
+    return AlignmentStatus(bound_ms, decision.slowest, partitions, drift_ms, idle_timeout_ms, quiet)
 
 
 @dataclass(frozen=True)
@@ -257,7 +274,9 @@ class AlignmentStatus:
     """The last plan's alignment, per partition: what the source's metrics file carries (``eventTime``)."""
 
     bound_ms: int | None
+    """The batch reads no record at or after this timestamp; None: nothing counts, nothing is bound."""
     slowest: TopicPartition | None
+    """The counted partition with the lowest event time where the batch starts."""
     partitions: Mapping[TopicPartition, PartitionEventTime]
     drift_ms: int = 0
     idle_timeout_ms: int | None = None
@@ -270,9 +289,15 @@ class AlignmentStatus:
         return sorted(tp for tp, p in self.partitions.items() if p.state == "held")
 
     @property
+    def hold(self) -> tuple[object, ...]:
+        """What alignment holds back, behind what: (partitions held, the slowest, whether it is quiet), or
+        ``()`` when it holds nothing. Log lines and ``sparkafka run``'s lines are written when it changes."""
+        return (self.held, self.slowest, self.slowest_quiet) if self.held else ()
+
+    @property
     def slowest_ms(self) -> int | None:
-        """The event time everything is aligned to (the lowest among the counted partitions)."""
-        return None if self.bound_ms is None else self.bound_ms - self.drift_ms
+        """The slowest partition's event time (the lowest among the counted partitions, where they are)."""
+        return None if self.slowest is None else self.partitions[self.slowest].event_time_ms
 
     def to_json(self) -> dict[str, Any]:
         """The status as the metrics file holds it: camelCase keys, partitions per topic and partition."""
@@ -347,9 +372,11 @@ class EventTimeAligner:
     """Caps each micro-batch's end offsets by event time; lives in Spark's source runner (driver side).
 
     Per plan it asks the log for: the newest record of partitions whose latest offset moved (one
-    ListOffsets for all), the record at each position it does not know yet (one fetch for all), and the
-    first record at the bound for partitions that reach it (one ListOffsets for all). Known answers are
-    kept: they are facts of the log at an offset, so the plan does not depend on them being there.
+    ListOffsets for all), the first record at positions it does not know yet (the batch's start, its
+    planned ends: a fetch for all), and the first record at the bound for partitions that reach it (one
+    ListOffsets for all). Known answers are kept: they are facts of the log at an offset, so the plan does
+    not depend on them being there. The ends planned for one batch are the next one's start, so in a
+    catch-up most starts are known already.
 
     Args:
         log: the log to ask (Kafka in production).
@@ -378,46 +405,82 @@ class EventTimeAligner:
         """The last plan's status (None before the first)."""
 
     def cap(
-        self, start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], *, bounded: bool
+        self,
+        start: Mapping[TopicPartition, int],
+        latest: Mapping[TopicPartition, int],
+        *,
+        bounded: bool,
+        max_records: int | None,
     ) -> dict[TopicPartition, int]:
         """``latest`` lowered so that the batch from ``start`` reads nothing at or after the bound.
 
-        The answer is never below ``start`` nor above ``latest``. ``bounded``: under Trigger.AvailableNow.
+        ``max_records``: the read limit (``maxOffsetsPerTrigger``) the caller applies to the answer with
+        ``apply_read_limit``, as the plan here does. The answer is never below ``start`` nor above
+        ``latest``. ``bounded``: under Trigger.AvailableNow.
         """
+        for tp, pos in start.items():  # positions only move forward: older answers are never needed again
+            known = self._records.setdefault(tp, {})
+            for old in [o for o in known if o < pos]:
+                del known[old]
         times = self._times(start, latest)
-        decision = decide(
-            times, drift_ms=self._drift_ms, idle_timeout_ms=self._idle_timeout_ms, bounded=bounded
-        )
-        ends = dict(decision.ends)
-        missing = [tp for tp, e in ends.items() if e is None]
-        if missing:
-            assert decision.bound_ms is not None
-            cuts = self._cuts_at(missing, decision.bound_ms)
-            scan: dict[TopicPartition, tuple[int, int]] = {}
-            for tp in missing:
-                end = end_at_cut(times[tp], cuts[tp])
-                if end is None:
-                    scan[tp] = (times[tp].position, times[tp].latest)
-                ends[tp] = end
-            if scan:
-                scanned = self._log.scan(scan, decision.bound_ms, self._scan_limit)
-                for tp in scan:
-                    ends[tp] = end_after_scan(times[tp], scanned[tp])
-        final = {tp: int(e) for tp, e in ends.items() if e is not None}
+        decision = decide(times, idle_timeout_ms=self._idle_timeout_ms, bounded=bounded)
+        caps: dict[TopicPartition, int] = dict(latest)
+        bound = None
+        if decision.slowest_ms is not None:
+            bound, caps = self._widest(decision, decision.slowest_ms, times, max_records)
         before, self.status = (
             self.status,
-            settle(decision, times, final, drift_ms=self._drift_ms, idle_timeout_ms=self._idle_timeout_ms),
+            settle(
+                decision,
+                times,
+                caps,
+                apply_read_limit(start, caps, max_records),
+                bound_ms=bound,
+                drift_ms=self._drift_ms,
+                idle_timeout_ms=self._idle_timeout_ms,
+            ),
         )
         self._log_change(before, self.status)
-        return final
+        return caps
+
+    def _widest(
+        self,
+        decision: Decision,
+        slowest_ms: int,
+        times: Mapping[TopicPartition, PartitionTimes],
+        max_records: int | None,
+    ) -> tuple[int, dict[TopicPartition, int]]:
+        """The widest bound, and its caps, for which the batch ends with every record below the drift past
+        the slowest counted partition where it then stands (or where it starts: always true of
+        ``slowest_ms + drift``, taken when no wider bound holds).
+
+        Tried first: the drift past the slowest end as the read limit alone would make the ends; then again
+        with the partitions that bound holds where they are left out of the read limit's share (so the
+        others get it). A bound is taken only when the ends it makes keep it; each try is wider.
+        """
+        start = {tp: t.position for tp, t in times.items()}
+        latest = {tp: t.latest for tp, t in times.items()}
+        safe = slowest_ms + self._drift_ms
+        bound, caps = safe, None
+        hint = apply_read_limit(start, latest, max_records)
+        for _ in range(len(times) + 1):
+            wider = max(slowest_ms, slowest_after(decision, self._times(hint, latest)) or 0) + self._drift_ms
+            if caps is not None and wider <= bound:
+                break
+            wider_caps = self._caps(times, wider)
+            ends = self._times(apply_read_limit(start, wider_caps, max_records), latest)
+            if wider > safe and (slowest_after(decision, ends) or 0) + self._drift_ms < wider:
+                break  # the cuts moved the slowest end back (out-of-order timestamps): not this one
+            bound, caps = wider, wider_caps
+            held = {tp for tp, t in times.items() if t.readable and caps[tp] == t.position}
+            hint = apply_read_limit(
+                start, {tp: start[tp] if tp in held else latest[tp] for tp in times}, max_records
+            )
+        return bound, caps if caps is not None else self._caps(times, safe)
 
     def _log_change(self, before: AlignmentStatus | None, now: AlignmentStatus) -> None:
         """A line when the partitions held, or the one they wait for, change (not on every plan)."""
-
-        def shape(s: AlignmentStatus | None) -> tuple[object, ...]:
-            return () if s is None or not s.held else (s.held, s.slowest, s.slowest_quiet)
-
-        if shape(before) == shape(now):
+        if (before.hold if before is not None else ()) == now.hold:
             return
         quiet_blocks = now.slowest_quiet and self._idle_timeout_ms is None and bool(now.held)
         log.log(
@@ -427,23 +490,20 @@ class EventTimeAligner:
         )
 
     def _times(
-        self, start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
+        self, positions: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, PartitionTimes]:
-        stale = [tp for tp in start if tp not in self._newest or self._newest[tp][0] != latest[tp]]
+        stale = [tp for tp in positions if tp not in self._newest or self._newest[tp][0] != latest[tp]]
         if stale:
             found = self._log.newest(stale)
             for tp in stale:
                 self._newest[tp] = (latest[tp], found.get(tp))
         lookup = {}
-        for tp, pos in start.items():
+        for tp, pos in positions.items():
             newest = self._newest[tp][1]
             # Up to latest, or past it to the newest record when the log grew between the two lookups
             # (then the newest record is not behind the position, and the next one is what counts).
             reach = max(latest[tp], newest.offset + 1 if newest is not None else 0)
-            known = self._records.setdefault(tp, {})
-            for old in [o for o in known if o < pos]:
-                del known[old]  # positions only move forward: older answers are never asked for again
-            looked = known.get(pos)
+            looked = self._records.setdefault(tp, {}).get(pos)
             if pos < reach and (looked is None or (looked[1] is None and looked[0] < reach)):
                 lookup[tp] = (pos, reach)
         if lookup:
@@ -451,8 +511,26 @@ class EventTimeAligner:
                 self._records[tp][lookup[tp][0]] = (scan.scanned_to, scan.found)
         return {
             tp: PartitionTimes(pos, latest[tp], self._records[tp].get(pos, (0, None))[1], self._newest[tp][1])
-            for tp, pos in start.items()
+            for tp, pos in positions.items()
         }
+
+    def _caps(
+        self, times: Mapping[TopicPartition, PartitionTimes], bound_ms: int
+    ) -> dict[TopicPartition, int]:
+        caps: dict[TopicPartition, int | None] = {tp: cap_known(t, bound_ms) for tp, t in times.items()}
+        missing = [tp for tp, cap in caps.items() if cap is None]
+        if missing:
+            cuts = self._cuts_at(missing, bound_ms)
+            scan: dict[TopicPartition, tuple[int, int]] = {}
+            for tp in missing:
+                caps[tp] = cap_at_cut(times[tp], cuts[tp])
+                if caps[tp] is None:
+                    scan[tp] = (times[tp].position, times[tp].latest)
+            if scan:
+                scanned = self._log.scan(scan, bound_ms, self._scan_limit)
+                for tp in scan:
+                    caps[tp] = cap_after_scan(times[tp], scanned[tp])
+        return {tp: int(cap) for tp, cap in caps.items() if cap is not None}
 
     def _cuts_at(
         self, tps: list[TopicPartition], bound_ms: int

@@ -266,7 +266,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # always holds concrete offsets and a re-run plans exactly the same ranges.
         entering = metadata.earliest(new) if new else {}
         self._reported = {**latest, **entering}
-        latest = self._align(kept, latest)
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        latest = self._align(kept, latest, max_rows)
         min_offsets = self._options.min_offsets_per_trigger
         if min_offsets is not None and self._target is None:
             skip, self._last_trigger_ms = delay_batch(
@@ -279,13 +280,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
             if skip:
                 return offsets_to_json({**kept, **entering})
-        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = apply_read_limit(kept, latest, max_rows)
         end.update(entering)
         return offsets_to_json(end)
 
-    def _align(self, start: Offsets, latest: Offsets) -> Offsets:
-        """``latest`` lowered by event-time alignment (``source.alignment``); as it is without the option.
+    def _align(self, start: Offsets, latest: Offsets, max_rows: int | None) -> Offsets:
+        """``latest`` lowered by event-time alignment (``source.alignment``), for a batch that the read
+        limit ``max_rows`` ends; ``latest`` as it is without the option.
 
         A changed status goes to the source's metrics file.
         """
@@ -297,7 +298,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._planner.metadata, o.max_event_time_drift_ms, o.partition_idle_timeout_ms
             )
         before = self._aligner.status
-        capped = self._aligner.cap(start, latest, bounded=self._target is not None)
+        capped = self._aligner.cap(start, latest, bounded=self._target is not None, max_records=max_rows)
         status = self._aligner.status
         if status is None or status == before:
             return capped

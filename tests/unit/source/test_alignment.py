@@ -14,9 +14,10 @@ from sparkafka.source.alignment import (
     EventTimeAligner,
     PartitionTimes,
     Scan,
+    cap_after_scan,
+    cap_at_cut,
+    cap_known,
     decide,
-    end_after_scan,
-    end_at_cut,
 )
 from sparkafka.source.planning import apply_read_limit
 from sparkafka.structs import TimestampedOffset, TopicPartition
@@ -99,16 +100,17 @@ def times(
 
 # --- the decision table ---------------------------------------------------------------------------------
 
+HOLDS = {A0: times(0, 10, (0, 100), (9, 900)), A1: times(0, 10, (0, 500), (9, 600))}
+
 
 @pytest.mark.parametrize(
-    ("name", "parts", "idle", "bounded", "bound", "slowest", "states", "ends"),
+    ("name", "parts", "idle", "bounded", "slowest", "states", "caps"),
     [
         (
-            "the slowest reads to the bound, a partition past it is held where it is",
-            {A0: times(0, 10, (0, 100), (9, 900)), A1: times(0, 10, (0, 500), (9, 600))},
+            "the slowest needs its cut looked up; a partition past the bound is held where it is",
+            HOLDS,
             None,
             False,
-            150,
             A0,
             {A0: "active", A1: "active"},
             {A0: None, A1: 0},
@@ -118,7 +120,6 @@ def times(
             {A0: times(0, 10, (0, 100), (9, 900)), A1: times(0, 10, (0, 120), (9, 140))},
             None,
             False,
-            150,
             A0,
             {A0: "active", A1: "active"},
             {A0: None, A1: 10},
@@ -128,7 +129,6 @@ def times(
             {A0: times(10, 10, None, (9, 100)), A1: times(0, 10, (0, 500), (9, 600))},
             None,
             False,
-            150,
             A0,
             {A0: "active", A1: "active"},
             {A0: 10, A1: 0},
@@ -138,7 +138,6 @@ def times(
             {A0: times(10, 10, None, (9, 100)), A1: times(0, 10, (0, 500), (9, 540))},
             400,
             False,
-            550,
             A1,
             {A0: "idle", A1: "active"},
             {A0: 10, A1: 10},
@@ -148,7 +147,6 @@ def times(
             {A0: times(10, 10, None, (9, 300)), A1: times(0, 10, (0, 500), (9, 600))},
             400,
             False,
-            350,
             A0,
             {A0: "active", A1: "active"},
             {A0: 10, A1: 0},
@@ -158,7 +156,6 @@ def times(
             {A0: times(0, 10, (0, 100), (9, 100)), A1: times(0, 10, (0, 500), (9, 600))},
             1,
             False,
-            150,
             A0,
             {A0: "active", A1: "active"},
             {A0: 10, A1: 0},
@@ -168,7 +165,6 @@ def times(
             {A0: times(10, 10, None, (9, 100)), A1: times(0, 10, (0, 500), (9, 540))},
             None,
             True,
-            550,
             A1,
             {A0: "finished", A1: "active"},
             {A0: 10, A1: 10},
@@ -178,7 +174,6 @@ def times(
             {A0: times(0, 0, None, None), A1: times(0, 10, (0, 500), (9, 540))},
             None,
             False,
-            550,
             A1,
             {A0: "empty", A1: "active"},
             {A0: 0, A1: 10},
@@ -189,7 +184,6 @@ def times(
             None,
             True,
             None,
-            None,
             {A0: "finished", A1: "finished"},
             {A0: 10, A1: 3},
         ),
@@ -198,7 +192,6 @@ def times(
             {A0: times(8, 10, None, (7, 100)), A1: times(0, 10, (0, 500), (9, 600))},
             None,
             False,
-            150,
             A0,
             {A0: "active", A1: "active"},
             {A0: 10, A1: 0},
@@ -208,7 +201,6 @@ def times(
             {A1: times(0, 10, (0, 100), (9, 900)), A0: times(0, 10, (0, 100), (9, 900))},
             None,
             False,
-            150,
             A0,
             {A0: "active", A1: "active"},
             {A0: None, A1: None},
@@ -220,22 +212,20 @@ def test_decision_table(
     parts: dict[TopicPartition, PartitionTimes],
     idle: int | None,
     bounded: bool,
-    bound: int | None,
     slowest: TopicPartition | None,
     states: dict[TopicPartition, str],
-    ends: dict[TopicPartition, int | None],
+    caps: dict[TopicPartition, int | None],
 ) -> None:
-    decision = decide(parts, drift_ms=50, idle_timeout_ms=idle, bounded=bounded)
-    assert (decision.bound_ms, decision.slowest, dict(decision.states), dict(decision.ends)) == (
-        bound,
-        slowest,
-        states,
-        ends,
-    ), name
+    """Which partitions count, the slowest, and the caps known without a lookup at slowest + 50."""
+    decision = decide(parts, idle_timeout_ms=idle, bounded=bounded)
+    assert (decision.slowest, dict(decision.states)) == (slowest, states), name
+    bound = (decision.slowest_ms or 0) + 50
+    known = {tp: cap_known(t, bound) if slowest is not None else t.latest for tp, t in parts.items()}
+    assert known == caps, name
 
 
 @pytest.mark.parametrize(
-    ("cut", "end"),
+    ("cut", "cap"),
     [
         (None, 10),  # no record reaches the bound: to latest
         ((6, 200), 6),  # past the next record: stop before it
@@ -244,40 +234,69 @@ def test_decision_table(
         ((3, 200), None),  # at or before the next readable record (an aborted one): scan
     ],
 )
-def test_end_at_cut(cut: tuple[int, int] | None, end: int | None) -> None:
+def test_cap_at_cut(cut: tuple[int, int] | None, cap: int | None) -> None:
     t = times(2, 10, (3, 100), (9, 900))
-    assert end_at_cut(t, None if cut is None else TimestampedOffset(*cut)) == end
+    assert cap_at_cut(t, None if cut is None else TimestampedOffset(*cut)) == cap
 
 
-def test_end_after_scan_stops_before_the_record_found_or_where_it_stopped() -> None:
+def test_cap_after_scan_stops_before_the_record_found_or_where_it_stopped() -> None:
     t = times(2, 10, (3, 100), (9, 900))
-    assert end_after_scan(t, Scan(TimestampedOffset(7, 300), 7)) == 7
-    assert end_after_scan(t, Scan(None, 6)) == 6
-    assert end_after_scan(t, Scan(None, 10)) == 10
+    assert cap_after_scan(t, Scan(TimestampedOffset(7, 300), 7)) == 7
+    assert cap_after_scan(t, Scan(None, 6)) == 6
+    assert cap_after_scan(t, Scan(None, 10)) == 10
 
 
 def test_out_of_order_record_before_the_position_makes_a_scan_from_the_position() -> None:
-    # a-0: an early record at 900 (read already), then 100, 110, ... : ListOffsets(150) answers offset 0.
-    log = FakeLog({A0: [(900, True)] + [(100 + 10 * i, True) for i in range(10)], A1: [(500, True)] * 3})
+    # a-0: an early record at 900 (read already), then 100, 110, ..., 190, then 2000s: ListOffsets(170)
+    # answers offset 0. a-1 ends the batch at 120: the bound is 170.
+    early = [(900, True)] + [(100 + 10 * i, True) for i in range(10)] + [(2000, True)] * 5
+    log = FakeLog({A0: early, A1: [(120, True)] * 3})
     aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=None)
-    ends = aligner.cap({A0: 1, A1: 0}, {A0: 11, A1: 3}, bounded=False)
-    assert ends == {A0: 6, A1: 0}  # 100..140 read; 150 is the first at the bound
+    caps = aligner.cap({A0: 1, A1: 0}, {A0: 16, A1: 3}, bounded=False, max_records=None)
+    assert caps == {A0: 8, A1: 3}  # 100..160 read; 170 is the first at the bound
     assert "scan" in log.calls
+
+
+def test_partitions_that_progress_together_read_the_whole_read_limit() -> None:
+    """The bound is the drift past the slowest where the batch *ends*: no skew, no narrowing."""
+    log = FakeLog({tp: [(1000 * i, True) for i in range(100)] for tp in (A0, A1)})
+    aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=None)
+    start, latest = {A0: 0, A1: 0}, {A0: 100, A1: 100}
+    caps = aligner.cap(start, latest, bounded=False, max_records=60)
+    assert apply_read_limit(start, caps, 60) == {A0: 30, A1: 30}  # 30 s of records each, drift 50 ms
+    assert aligner.status is not None
+    assert aligner.status.held == []
+
+
+def test_a_partition_ahead_waits_while_the_lagging_one_reads_its_share() -> None:
+    lagging = [(1000 * i, True) for i in range(100)]
+    ahead = [(200_000 + 1000 * i, True) for i in range(100)]
+    log = FakeLog({A0: lagging, A1: ahead})
+    aligner = EventTimeAligner(log, drift_ms=5000, idle_timeout_ms=None)
+    start, latest = {A0: 0, A1: 0}, {A0: 100, A1: 100}
+    caps = aligner.cap(start, latest, bounded=False, max_records=60)
+    # a-1 is held where it is, so a-0 takes the whole limit: it ends at 60 s, and the bound is 5 s past it.
+    assert caps == {A0: 65, A1: 0}
+    assert apply_read_limit(start, caps, 60) == {A0: 60, A1: 0}
+    status = aligner.status
+    assert status is not None
+    assert status.held == [A1]
+    assert status.bound_ms == 60_000 + 5000
 
 
 def test_a_warm_aligner_asks_nothing_while_nothing_changes() -> None:
     log = FakeLog({A0: [(100 + i, True) for i in range(100)], A1: [(500, True)] * 3})
     aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=None)
-    first = aligner.cap({A0: 0, A1: 0}, {A0: 100, A1: 3}, bounded=False)
+    first = aligner.cap({A0: 0, A1: 0}, {A0: 100, A1: 3}, bounded=False, max_records=None)
     log.calls.clear()
-    assert aligner.cap({A0: 0, A1: 0}, {A0: 100, A1: 3}, bounded=False) == first
+    assert aligner.cap({A0: 0, A1: 0}, {A0: 100, A1: 3}, bounded=False, max_records=None) == first
     assert log.calls == []
 
 
 def test_status_round_trips_through_json() -> None:
     log = FakeLog({A0: [(100, True)], A1: [(500, True)] * 3, A2: []})
     aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=1000)
-    aligner.cap({A0: 0, A1: 0, A2: 0}, {A0: 1, A1: 3, A2: 0}, bounded=False)
+    aligner.cap({A0: 0, A1: 0, A2: 0}, {A0: 1, A1: 3, A2: 0}, bounded=False, max_records=None)
     status = aligner.status
     assert status is not None
     assert status.held == [A1]
@@ -304,6 +323,11 @@ def logs(draw: st.DrawFn, disorder: int) -> dict[TopicPartition, list[tuple[int,
             recs.append((ts, draw(st.booleans()) or draw(st.booleans())))
         out[TopicPartition("t", p)] = recs
     return out
+
+
+def event_time(records: list[tuple[int, bool]], position: int) -> int:
+    """The first readable record's timestamp at or after ``position``, else the newest of all."""
+    return next((ts for ts, v in records[position:] if v), max(ts for ts, _ in records))
 
 
 def watermark_drops(batches: list[list[int]], delay: int) -> list[int]:
@@ -333,9 +357,10 @@ def run(
     batches: list[list[int]] = []
     statuses: list[AlignmentStatus] = []
     for _ in range(500):
-        capped = aligner.cap(position, latest, bounded=bounded)
+        capped = aligner.cap(position, latest, bounded=bounded, max_records=max_rows)
         cold = EventTimeAligner(FakeLog(log.records), drift, idle, scan_limit=3)
-        assert cold.cap(position, latest, bounded=bounded) == capped  # deterministic from the checkpoint
+        cold_caps = cold.cap(position, latest, bounded=bounded, max_records=max_rows)
+        assert cold_caps == capped  # deterministic from the checkpoint
         assert all(position[tp] <= capped[tp] <= latest[tp] for tp in position)
         end = apply_read_limit(position, capped, max_rows)
         assert aligner.status is not None
@@ -343,10 +368,16 @@ def run(
         if end == position:
             break
         rows = []
+        status = aligner.status
         for tp, start in position.items():
             rows += [ts for ts, visible in log.records[tp][start : end[tp]] if visible]
-            bound = aligner.status.bound_ms
-            assert bound is None or all(ts < bound for ts, v in log.records[tp][start : end[tp]] if v)
+            assert status.bound_ms is None or all(ts < status.bound_ms for ts in rows)
+        if status.bound_ms is not None:
+            # The bound is the drift past the slowest counted partition where the batch starts, or where
+            # it ends (the next batch's start) when that is later.
+            counted = [tp for tp, p in status.partitions.items() if p.state in ("active", "held")]
+            after = min(event_time(log.records[tp], end[tp]) for tp in counted)
+            assert status.bound_ms <= max(status.slowest_ms or 0, after) + drift
         batches.append(rows)
         position = end
     return batches, statuses, position
@@ -394,7 +425,7 @@ def plan_once(
     scan_limit: int = 3,
 ) -> tuple[dict[TopicPartition, int], AlignmentStatus]:
     aligner = EventTimeAligner(FakeLog(records), drift, idle, scan_limit=scan_limit)
-    ends = aligner.cap(positions, {tp: len(r) for tp, r in records.items()}, bounded=False)
+    ends = aligner.cap(positions, {tp: len(r) for tp, r in records.items()}, bounded=False, max_records=None)
     assert aligner.status is not None
     return ends, aligner.status
 
