@@ -258,12 +258,22 @@ class AdminMetadata:
         self, group_id: str, tps: Iterable[TopicPartition] | None = None
     ) -> dict[TopicPartition, int | None]:
         """The group's committed offsets for ``tps`` (None: every partition it has committed)."""
+        return committed_offsets(self._committed(group_id, tps))
+
+    def commit_metadata(self, group_id: str, tps: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
+        """The metadata string of each of the group's commits for ``tps`` ("" where none)."""
+        return {
+            TopicPartition(p.topic, p.partition): str(p.metadata or "")
+            for p in self._committed(group_id, tps)
+        }
+
+    def _committed(self, group_id: str, tps: Iterable[TopicPartition] | None) -> list[Any]:
         from confluent_kafka import ConsumerGroupTopicPartitions
         from confluent_kafka import TopicPartition as CTopicPartition
 
         wanted = None if tps is None else [CTopicPartition(tp.topic, tp.partition) for tp in tps]
         if wanted == []:
-            return {}
+            return []
 
         def attempt(left: float) -> Any:
             request = [ConsumerGroupTopicPartitions(group_id, wanted)]
@@ -273,7 +283,18 @@ class AdminMetadata:
             return answer
 
         result = self._retry(f"reading committed offsets of group {group_id!r}", attempt)
-        return committed_offsets(result.topic_partitions)
+        return list(result.topic_partitions)
+
+    def topic_config(self, topic: str) -> dict[str, Any]:
+        """The topic's configs as DescribeConfigs answers them: name -> confluent-kafka ``ConfigEntry``."""
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        def attempt(left: float) -> Any:
+            resource = ConfigResource(ResourceType.TOPIC, topic)
+            futures = self._admin.describe_configs([resource], request_timeout=left)
+            return next(iter(futures.values())).result(left)
+
+        return dict(self._retry(f"describing the configs of {topic}", attempt))
 
     def group_state(self, group_id: str) -> tuple[str, list[str]]:
         """The group's state (``Empty``, ``Stable``, ``Dead``, ...) and its members (client id @ host).

@@ -65,8 +65,12 @@ T = TypeVar("T")
 BatchState = Literal["intent", "done", "abandoned", "partial", "claim"]
 _STATES: tuple[str, ...] = get_args(BatchState)
 
-TAIL = 256
-"""Records read from the end of the log: far more than the in-flight state of the prefix's one owner."""
+FOLD_MAX_AGE_S = 3600.0
+"""How long after its last read a process may go on from the log it folded, reading only what follows.
+
+Past it the log is folded again from its start: compaction removes a tombstone ``delete.retention.ms``
+(24 h by default) after cleaning it, so a key deleted after a fold that old could be missed.
+"""
 
 CLAIM_KEY = "#claim"
 
@@ -93,6 +97,9 @@ class IntentRecord:
     """False for a batch write (``df.write``), whose key is deleted once the job is finished."""
     at_ms: int = 0
     """Wall-clock time of writing, in ms: shows when the owner of the prefix was last active."""
+    too_old: tuple[int, int] | None = None
+    """``abandoned`` because the batch was too old to commit: (its oldest transaction's age, the
+    ``transaction.timeout.ms`` it had), in ms. Nothing of it is visible; its replay has the same rows."""
 
     def key(self) -> bytes:
         """The record's Kafka key: the query id, or ``#claim`` for a claim."""
@@ -110,6 +117,8 @@ class IntentRecord:
             "streaming": self.streaming,
             "at": self.at_ms,
         }
+        if self.too_old is not None:
+            data["old"] = list(self.too_old)
         return json.dumps(data, sort_keys=True).encode()
 
     @classmethod
@@ -128,6 +137,7 @@ class IntentRecord:
             committed=tuple(TxnHandle.from_json(h) for h in data.get("committed", [])),
             streaming=bool(data.get("streaming", True)),
             at_ms=int(data.get("at", 0)),
+            too_old=(int(data["old"][0]), int(data["old"][1])) if data.get("old") else None,
         )
 
     def with_state(self, state: BatchState, **changes: Any) -> IntentRecord:
@@ -141,6 +151,10 @@ class LogState:
 
     latest: dict[str, IntentRecord] = field(default_factory=dict)
     tids_in_use: int = 0
+
+    def copy(self) -> LogState:
+        """A copy whose ``latest`` can be changed without changing this one (records are immutable)."""
+        return LogState(dict(self.latest), self.tids_in_use)
 
     @property
     def pending(self) -> list[IntentRecord]:
@@ -165,9 +179,14 @@ class LogState:
         return max(streaming, key=lambda r: r.at_ms) if streaming else None
 
 
-def fold(records: Iterable[tuple[bytes | None, IntentRecord | None]]) -> LogState:
-    """The state after ``(key, record)`` pairs in log order; a ``None`` record is a tombstone for its key."""
-    state = LogState()
+def fold(
+    records: Iterable[tuple[bytes | None, IntentRecord | None]], state: LogState | None = None
+) -> LogState:
+    """The state after ``(key, record)`` pairs in log order; a ``None`` record is a tombstone for its key.
+
+    With ``state`` (changed in place and returned), the records are those that follow what it folded.
+    """
+    state = LogState() if state is None else state
     for key, record in records:
         if record is None:
             if key is not None:
@@ -192,6 +211,19 @@ class IntentWriteError(BrokerError):
 
 _ensured: set[tuple[str | None, str]] = set()
 """(bootstrap servers, topic) known to exist in this process: writers are made every micro-batch."""
+
+
+@dataclass(frozen=True)
+class _Folded:
+    """A log folded up to (not including) ``end``, at monotonic time ``at_s``."""
+
+    end: int
+    at_s: float
+    state: LogState
+
+
+_folded: dict[tuple[str | None, str], _Folded] = {}
+"""Per (bootstrap servers, topic), this process's last fold: the next read folds only what follows it."""
 
 
 def topic_settings(brokers: int) -> tuple[int, dict[str, str]]:
@@ -296,7 +328,15 @@ class IntentLog:
         return self._retry(f"reading the commit-intent topic {self.topic}", self._read_once)
 
     def _read_once(self, timeout_s: float) -> LogState:
-        """One read of the tail: up to ``TAIL`` records below the end, found before reading.
+        """One read: the whole log folded, from its start or from where this process folded it last.
+
+        Every record counts, however much was written after it: a query's newest record can sit below
+        hundreds of another query's (a prefix taken over), and deciding a replay or an owner from a tail
+        would then miss it. The log is compacted (about one record per query plus the active segment), and
+        a process keeps its fold (``_folded``) so that each later read fetches only the records appended
+        since: the planner and the sink runner read it at every batch. A fold is redone from the start when
+        it was last read more than ``FOLD_MAX_AGE_S`` ago, or when the log no longer holds its offsets (a
+        recreated topic).
 
         The end is ListOffsets(latest), the high watermark, which on Apache Kafka covers every record
         acknowledged with acks=all. Where that answer is wrong (tansu: it lags records another process has
@@ -305,16 +345,31 @@ class IntentLog:
         the end of the log is held for ``fetch.wait.max.ms`` (500 ms by default), and this runs several
         times per exactly-once batch.
         """
-        from confluent_kafka import KafkaException
-        from confluent_kafka import TopicPartition as CTopicPartition
-
         tp = TopicPartition(self.topic, 0)
         meta = AdminMetadata({**self._conf, "isolation.level": "read_uncommitted"}, timeout_s)
         end = meta.latest([tp])[tp]
-        start = max(meta.earliest([tp])[tp], end - TAIL)
+        earliest = meta.earliest([tp])[tp]
+        key = (self._conf.get("bootstrap.servers"), self.topic)
+        last = _folded.get(key)
+        now = time.monotonic()
+        if last is not None and earliest <= last.end <= end and now - last.at_s < FOLD_MAX_AGE_S:
+            start, state = last.end, last.state.copy()
+        else:
+            start, state = earliest, LogState()
+        fold(self._records(start, end, timeout_s), state)
+        _folded[key] = _Folded(end, now, state.copy())
+        return state
+
+    def _records(
+        self, start: int, end: int, timeout_s: float
+    ) -> list[tuple[bytes | None, IntentRecord | None]]:
+        """The (key, record) pairs at offsets ``start`` .. ``end - 1`` (compaction may have removed some)."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka import TopicPartition as CTopicPartition
+
         records: list[tuple[bytes | None, IntentRecord | None]] = []
         if end <= start:
-            return fold(records)
+            return records
         consumer = new_consumer(
             {
                 **self._conf,
@@ -345,7 +400,7 @@ class IntentLog:
                     position = max(position, now.offset)
         finally:
             consumer.close()
-        return fold(records)
+        return records
 
     def _where(self) -> str:
         return " " + against_servers(self._conf)

@@ -21,7 +21,7 @@ from sparkafka.errors import ConfigError
 from sparkafka.source import shutdown
 from sparkafka.source.admin import SourceMetadata
 from sparkafka.source.alignment import EventTimeAligner
-from sparkafka.source.assignment import assign_tasks, task_name
+from sparkafka.source.assignment import assign_tasks
 from sparkafka.source.commits import (
     KafkaCommitClient,
     OffsetCommitter,
@@ -123,8 +123,10 @@ class _Planner:
             )
             return [KafkaInputPartition(i, [OffsetRange(*p)]) for i, p in enumerate(pieces)]
         parallelism = self.options.parallelism or len(end)
-        previous = {task_name(i): ps for i, ps in enumerate(self._last_tasks)} if self._last_tasks else None
-        tasks = assign_tasks(end, parallelism, self.options.strategy, previous)
+        # A batch's tasks depend on its offsets and the options alone, never on what this process planned
+        # before (``sticky`` gets no previous mapping): a restarted query replays a batch with the same
+        # rows per task index, which the exactly-once sink's replay of a partial batch relies on.
+        tasks = assign_tasks(end, parallelism, self.options.strategy)
         if tasks != self._last_tasks:
             mapping = "; ".join(f"task {i}: {', '.join(map(str, ps)) or '-'}" for i, ps in enumerate(tasks))
             log.info(
