@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkafka-installed
 
-.PHONY: demo test check lint unit integration kafka spark-kafka native bench-vs-spark bench-read-path bench-memory bench-source bench-sink bench-latency bench-avro setup check-java clean
+.PHONY: demo test check lint unit integration kafka spark-kafka native bench-vs-spark bench-event-time bench-read-path bench-memory bench-source bench-sink bench-latency bench-avro setup check-java clean
 
 setup: $(STAMP) check-java kafka native
 
@@ -96,6 +96,10 @@ bench-avro: setup
 # sparkafka side by side with Spark's own format("kafka") on Apache Kafka: source, latency, sink (ratios).
 bench-vs-spark: setup spark-kafka
 	$(PY) bench/vs_spark.py
+
+# Event-time alignment: a skewed backlog beside format("kafka"), drain cost without skew, planning time.
+bench-event-time: setup spark-kafka
+	$(PY) bench/event_time.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

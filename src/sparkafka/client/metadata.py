@@ -29,7 +29,7 @@ from sparkafka.client.core import (
     with_retries,
 )
 from sparkafka.errors import PartitionsGoneError
-from sparkafka.structs import TopicPartition, committed_offsets
+from sparkafka.structs import TimestampedOffset, TopicPartition, committed_offsets
 
 __all__ = ["AdminMetadata", "Offsets", "TopicInfo"]
 
@@ -173,7 +173,25 @@ class AdminMetadata:
         return len(metadata.brokers), counts
 
     def _list_offsets(self, specs: dict[TopicPartition, Any], what: str, logical: bool = False) -> Offsets:
-        """ListOffsets, retrying only the partitions that answered a retriable error.
+        """ListOffsets: the offset per partition (see ``_list_answers``)."""
+        return self._list_answers(specs, what, lambda answer, tp: _offset(answer, tp, what, logical))
+
+    def _timestamped(
+        self, specs: dict[TopicPartition, Any], what: str
+    ) -> dict[TopicPartition, TimestampedOffset | None]:
+        """ListOffsets by a timestamp spec: the record found, with its timestamp; None where there is none."""
+
+        def read(answer: Any, tp: TopicPartition) -> TimestampedOffset | None:
+            offset = int(answer.offset)
+            return TimestampedOffset(offset, int(answer.timestamp)) if offset >= 0 else None
+
+        return self._list_answers(specs, what, read)
+
+    def _list_answers(
+        self, specs: dict[TopicPartition, Any], what: str, read: Callable[[Any, TopicPartition], T]
+    ) -> dict[TopicPartition, T]:
+        """ListOffsets, retrying only the partitions that answered a retriable error; ``read`` turns each
+        partition's answer (confluent-kafka's ``ListOffsetsResultInfo``) into the result.
 
         An offset below 0 is no answer unless ``logical`` (by timestamp, -1 means "no record that new").
         librdkafka gives -1001 without an error for every partition of a leader its request to failed
@@ -192,10 +210,10 @@ class AdminMetadata:
         from confluent_kafka import TopicPartition as CTopicPartition
 
         level = IsolationLevel.READ_COMMITTED if self._read_committed else IsolationLevel.READ_UNCOMMITTED
-        found: Offsets = {}
+        found: dict[TopicPartition, T] = {}
         todo = dict(specs)
 
-        def attempt(left: float) -> Offsets:
+        def attempt(left: float) -> dict[TopicPartition, T]:
             request = {CTopicPartition(tp.topic, tp.partition): spec for tp, spec in todo.items()}
             futures = self._admin.list_offsets(
                 request, isolation_level=level, request_timeout=min(left, LEADER_ELECTION_S)
@@ -205,7 +223,7 @@ class AdminMetadata:
             for ctp, future in futures.items():
                 tp = TopicPartition(ctp.topic, ctp.partition)
                 try:
-                    found[tp] = _offset(future.result(left), tp, what, logical)
+                    found[tp] = read(future.result(left), tp)
                     todo.pop(tp, None)
                 except Exception as e:  # noqa: BLE001 - per-partition KafkaException: classified by the retry policy
                     if (
@@ -289,6 +307,22 @@ class AdminMetadata:
 
         specs = {tp: OffsetSpec.for_timestamp(timestamp_ms) for tp in tps}
         return self._list_offsets(specs, "timestamp", logical=True)
+
+    def newest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, TimestampedOffset | None]:
+        """Per partition its record with the largest timestamp (ListOffsets MAX_TIMESTAMP, KIP-734: Apache
+        Kafka 3.0 and later); None for a partition that holds no record."""
+        from confluent_kafka.admin import OffsetSpec
+
+        return self._timestamped({tp: OffsetSpec.max_timestamp() for tp in tps}, "max timestamp")
+
+    def at_time(
+        self, tps: Iterable[TopicPartition], timestamp_ms: int
+    ) -> dict[TopicPartition, TimestampedOffset | None]:
+        """Per partition its first record whose timestamp is at or after ``timestamp_ms``, with that record's
+        timestamp (ListOffsets by timestamp); None where no record is that new."""
+        from confluent_kafka.admin import OffsetSpec
+
+        return self._timestamped({tp: OffsetSpec.for_timestamp(timestamp_ms) for tp in tps}, "timestamp")
 
     def committed(
         self, group_id: str, tps: Iterable[TopicPartition] | None = None

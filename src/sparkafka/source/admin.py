@@ -1,8 +1,13 @@
-"""``KafkaMetadata`` for planning: the client layer's ``AdminMetadata`` plus the subscription's partitions."""
+"""``KafkaMetadata`` for planning and ``EventTimeLog`` for alignment: the client layer's ``AdminMetadata``
+plus the subscription's partitions and record timestamps by fetching."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from sparkafka.client.metadata import AdminMetadata
+from sparkafka.client.record_times import scan_times
+from sparkafka.source.alignment import Scan
 from sparkafka.source.options import Subscription
 from sparkafka.source.planning import Discovery
 from sparkafka.structs import TopicPartition
@@ -33,3 +38,10 @@ class SourceMetadata(AdminMetadata):
         return Discovery(
             {TopicPartition(t, p) for t, info in topics.items() for p in range(info.partitions)}, ids
         )
+
+    def scan(
+        self, ranges: Mapping[TopicPartition, tuple[int, int]], at_least_ms: int | None, max_records: int
+    ) -> dict[TopicPartition, Scan]:
+        """``EventTimeLog.scan``: fetches with this isolation level, within ``metadataTimeoutMs``."""
+        found = scan_times(self._conf, ranges, at_least_ms, max_records, self._timeout_s)
+        return {tp: Scan(record, scanned_to) for tp, (record, scanned_to) in found.items()}

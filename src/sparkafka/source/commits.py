@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 from sparkafka.client.core import new_consumer, with_retries
 from sparkafka.metrics_files import default_metrics_path, read_json, write_json_atomically
+from sparkafka.source.alignment import AlignmentStatus
 from sparkafka.source.options import CommitMode
 from sparkafka.structs import TopicPartition, committed_offsets
 
@@ -52,6 +53,7 @@ __all__ = [
     "SourceMetrics",
     "default_metrics_file",
     "read_source_metrics",
+    "write_source_metrics",
 ]
 
 log = logging.getLogger(__name__)
@@ -138,6 +140,8 @@ class SourceMetrics:
     last_error: str | None = None
     pid: int = field(default_factory=os.getpid)
     updated_ms: int = 0
+    event_time: AlignmentStatus | None = None
+    """Event-time alignment (``maxEventTimeDrift``) at the last plan: each partition's event time, state."""
 
     def to_json(self) -> dict[str, Any]:
         """The metrics as the metrics file holds them: camelCase keys, offsets per topic and partition."""
@@ -153,6 +157,7 @@ class SourceMetrics:
             "lastError": self.last_error,
             "pid": self.pid,
             "updatedMs": self.updated_ms,
+            **({"eventTime": self.event_time.to_json()} if self.event_time is not None else {}),
         }
 
     @classmethod
@@ -171,6 +176,7 @@ class SourceMetrics:
             last_error=data.get("lastError"),
             pid=int(data.get("pid", 0)),
             updated_ms=int(data.get("updatedMs", 0)),
+            event_time=AlignmentStatus.from_json(data["eventTime"]) if data.get("eventTime") else None,
         )
 
 
@@ -186,6 +192,15 @@ def read_source_metrics(
     path = Path(metrics_file) if metrics_file is not None else default_metrics_file(group_id)
     data = read_json(path)
     return None if data is None else SourceMetrics.from_json(data)
+
+
+def write_source_metrics(path: Path, metrics: SourceMetrics) -> None:
+    """Write ``metrics`` to ``path`` (atomically), stamped with the time; a failure only warns."""
+    metrics.updated_ms = int(time.time() * 1000)
+    try:
+        write_json_atomically(path, metrics.to_json())
+    except OSError as e:
+        log.warning("could not write source metrics to %s: %s", path, e)
 
 
 def _describe(offsets: Mapping[TopicPartition, int]) -> str:
@@ -413,7 +428,7 @@ class OffsetCommitter:
             m.commits_succeeded,
             m.commits_failed,
         )
-        self._publish()
+        self.publish()
 
     def _record_failure(self, why: str, now: float) -> None:
         m = self.metrics
@@ -427,16 +442,13 @@ class OffsetCommitter:
             m.commits_succeeded,
             m.commits_failed,
         )
-        self._publish()
+        self.publish()
 
-    def _publish(self) -> None:
-        if self._metrics_file is None:
-            return
-        self.metrics.updated_ms = int(time.time() * 1000)
-        try:
-            write_json_atomically(self._metrics_file, self.metrics.to_json())
-        except OSError as e:
-            log.warning("could not write source metrics to %s: %s", self._metrics_file, e)
+    def publish(self) -> None:
+        """Write ``metrics`` to the metrics file, if there is one (on every change, and when the source's
+        event-time status in them changes)."""
+        if self._metrics_file is not None:
+            write_source_metrics(self._metrics_file, self.metrics)
 
 
 class KafkaCommitClient:

@@ -20,8 +20,15 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTri
 from sparkafka.errors import ConfigError
 from sparkafka.source import shutdown
 from sparkafka.source.admin import SourceMetadata
+from sparkafka.source.alignment import EventTimeAligner
 from sparkafka.source.assignment import assign_tasks
-from sparkafka.source.commits import KafkaCommitClient, OffsetCommitter, default_metrics_file
+from sparkafka.source.commits import (
+    KafkaCommitClient,
+    OffsetCommitter,
+    SourceMetrics,
+    default_metrics_file,
+    write_source_metrics,
+)
 from sparkafka.source.data_loss import next_positions
 from sparkafka.source.fetch import OffsetRange, read_ranges
 from sparkafka.source.options import SourceOptions
@@ -187,12 +194,23 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._committer: OffsetCommitter | None = None
         self._last_trigger_ms = 0.0
         """When the last micro-batch that ran was planned (minOffsetsPerTrigger); 0: the first runs."""
+        self._aligner: EventTimeAligner | None = None
+        self._metrics: SourceMetrics | None = None
+        """The metrics file's contents when no committer writes it (event-time status only)."""
 
     def __getstate__(self) -> dict[str, Any]:
-        """The state pickled for the workers, without the committer (driver-side, it holds a client)."""
+        """The state pickled for the workers, without the driver-side parts that hold Kafka clients."""
         state = dict(self.__dict__)
-        state["_committer"] = None  # driver-side only; holds a Kafka client
+        state["_committer"] = None
+        state["_aligner"] = None
         return state
+
+    def _metrics_path(self) -> Path | None:
+        """Where the source's metrics go: option metricsFile, else the group's default; None without both."""
+        o = self._options
+        if o.metrics_file:
+            return Path(o.metrics_file)
+        return default_metrics_file(o.group_id) if o.group_id else None
 
     @property
     def committer(self) -> OffsetCommitter | None:
@@ -205,7 +223,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 group,
                 mode=o.commit_mode,
                 interval_ms=o.commit_interval_ms,
-                metrics_file=Path(o.metrics_file) if o.metrics_file else default_metrics_file(group),
+                metrics_file=self._metrics_path(),
             )
             shutdown.guard.install_in_runner()
         return self._committer
@@ -275,6 +293,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = {tp: min(o, self._target.get(tp, kept[tp])) for tp, o in latest.items()}
         self._reported = {**latest, **moved}
         self._reported_ids = ids
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        latest = self._align(kept, latest, max_rows)
         min_offsets = self._options.min_offsets_per_trigger
         if min_offsets is not None and self._target is None:
             skip, self._last_trigger_ms = delay_batch(
@@ -287,10 +307,37 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
             if skip:
                 return offsets_to_json({**kept, **moved}, ids)
-        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = apply_read_limit(kept, latest, max_rows)
         end.update(moved)
         return offsets_to_json(end, ids)
+
+    def _align(self, start: Offsets, latest: Offsets, max_rows: int | None) -> Offsets:
+        """``latest`` lowered by event-time alignment (``source.alignment``), for a batch that the read
+        limit ``max_rows`` ends; ``latest`` as it is without the option.
+
+        A changed status goes to the source's metrics file.
+        """
+        o = self._options
+        if o.max_event_time_drift_ms is None:
+            return latest
+        if self._aligner is None:
+            self._aligner = EventTimeAligner(
+                self._planner.metadata, o.max_event_time_drift_ms, o.partition_idle_timeout_ms
+            )
+        before = self._aligner.status
+        capped = self._aligner.cap(start, latest, bounded=self._target is not None, max_records=max_rows)
+        status = self._aligner.status
+        if status is None or status == before:
+            return capped
+        committer = self.committer
+        if committer is not None:
+            committer.metrics.event_time = status
+            committer.publish()
+        elif (path := self._metrics_path()) is not None:
+            self._metrics = self._metrics or SourceMetrics(group_id=o.group_id or "", mode=o.commit_mode)
+            self._metrics.event_time = status
+            write_source_metrics(path, self._metrics)
+        return capped
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return offsets_to_json(self._reported, self._reported_ids) if self._reported is not None else None
