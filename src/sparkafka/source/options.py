@@ -454,6 +454,17 @@ def _startup(
         raise ConfigError(
             "startingOffsets=group needs option kafka.group.id (the consumer group to start from)"
         )
+    if batch and startup == "latest":
+        raise ConfigError(
+            "option startingOffsets=latest is not allowed in a batch read (spark.read), as in Spark: "
+            "it would read nothing; use earliest, group, or JSON offsets"
+        )
+    at_latest = sorted(tp for tp, o in specific.items() if o == LATEST)
+    if batch and at_latest:
+        raise ConfigError(
+            f"option startingOffsets gives -1 (latest) for {', '.join(map(str, at_latest))}, which a batch "
+            "read (spark.read) does not allow, as in Spark; use -2 (earliest) or an offset"
+        )
     return startup, specific, None, {}
 
 

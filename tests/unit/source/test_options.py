@@ -230,6 +230,25 @@ def test_batch_ending_offsets_and_default_earliest() -> None:
     assert o.ending_offsets == {TopicPartition("a", 0): 5}
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"startingOffsets": "LATEST"},
+            r"startingOffsets=latest is not allowed in a batch read \(spark.read\)",
+        ),
+        (
+            {"startingOffsets": '{"b": {"0": 4}, "a": {"1": -1, "0": -1}}'},
+            "-1 \\(latest\\) for a-0, a-1, which a",
+        ),
+    ],
+)
+def test_a_batch_read_refuses_to_start_at_latest_as_spark_does(options: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_source_options({**BASE, **options}, batch=True)
+    assert parse_source_options({**BASE, **options}).startup in ("latest", "specific")  # a stream may
+
+
 def test_pattern_must_compile() -> None:
     with pytest.raises(ConfigError, match="not a valid regex"):
         parse_source_options({"kafka.bootstrap.servers": "h:1", "subscribePattern": "("})

@@ -1,0 +1,79 @@
+"""Options whose meaning once differed silently from Spark's ``format("kafka")``, side by side with it in one
+SparkSession (the divergences of issue 40): where Spark refuses, sparkafka refuses with its own sentence;
+where Spark reads, sparkafka reads the same rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.integration.test_vs_spark import both, rows
+from tests.support.kafka import Kafka
+
+
+def _produce(conf: dict[str, str], topic: str, partitions: int, n: int, t0: int = 0) -> None:
+    producer = Producer(conf)
+    for i in range(n):
+        producer.produce(
+            topic, f"v{i}".encode(), partition=i % partitions, **({"timestamp": t0 + i} if t0 else {})
+        )
+    assert producer.flush(30) == 0
+
+
+def _failure(reader: Any) -> str:
+    """The text of ``reader``'s failure to load and collect (the read must fail)."""
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - Spark's and PySpark's classes differ; text checked
+        reader.load().collect()
+    return str(raised.value)
+
+
+def test_batch_reads_refuse_a_latest_start_and_partial_offset_maps_as_spark_does(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, kafka: Kafka
+) -> None:
+    topic = kafka.topic(partitions=2)
+    t0 = 1_700_000_000_000
+    _produce(kafka_conf, topic, 2, 10, t0=t0)
+    one = f'{{"{topic}": {{"0": 1}}}}'  # partition 1 left out
+    cases: list[tuple[dict[str, str], str, str]] = [
+        (
+            {"startingOffsets": "latest"},
+            "starting offset can't be latest",
+            "startingOffsets=latest is not allowed",
+        ),
+        (
+            {"startingOffsets": f'{{"{topic}": {{"0": 0, "1": -1}}}}'},
+            "can't be latest for batch queries",
+            f"startingOffsets gives -1 (latest) for {topic}-1, which a batch read",
+        ),
+        ({"startingOffsets": one}, "don't match what are assigned", f"it leaves out {topic}-1"),
+        (
+            {"endingOffsets": f'{{"{topic}": {{"0": 3, "1": 3, "2": 3}}}}'},
+            "don't match what are assigned",
+            f"subscribe={topic} does not read {topic}-2",
+        ),
+        (
+            {"startingOffsetsByTimestamp": f'{{"{topic}": {{"1": {t0}}}}}'},
+            "don't match what are assigned",
+            f"startingOffsetsByTimestamp must name exactly the partitions the query reads, as in Spark: "
+            f"it leaves out {topic}-0",
+        ),
+        (
+            {"endingOffsetsByTimestamp": f'{{"{topic}": {{"0": {t0 + 5}}}}}'},
+            "don't match what are assigned",
+            f"endingOffsetsByTimestamp must name exactly the partitions the query reads, as in Spark: "
+            f"it leaves out {topic}-1",
+        ),
+    ]
+    for options, theirs_say, ours_say in cases:
+        theirs, ours = both(spark, bootstrap, subscribe=topic, **options)
+        assert theirs_say in _failure(theirs), options
+        assert ours_say in _failure(ours), options
+    # The same maps naming every partition read the same rows.
+    start, end = f'{{"{topic}": {{"0": 1, "1": -2}}}}', f'{{"{topic}": {{"0": -1, "1": 4}}}}'
+    theirs, ours = both(spark, bootstrap, subscribe=topic, startingOffsets=start, endingOffsets=end)
+    expected = rows(theirs.load())
+    assert len(expected) == 8
+    assert rows(ours.load()) == expected
