@@ -77,3 +77,21 @@ def test_batch_reads_refuse_a_latest_start_and_partial_offset_maps_as_spark_does
     expected = rows(theirs.load())
     assert len(expected) == 8
     assert rows(ours.load()) == expected
+
+
+def test_subscribe_pattern_searches_topic_names_in_java_regex_as_spark_does(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, kafka: Kafka
+) -> None:
+    base = kafka.topic()
+    kafka.create_topics([f"{base}-dlq", f"old-{base}"], 1)
+    for topic in (base, f"{base}-dlq", f"old-{base}"):
+        _produce(kafka_conf, topic, 1, 3)
+    for pattern, topics in (
+        (base, 3),  # a search: the -dlq and old- topics too
+        (f"^{base}$", 1),
+        (rf"^\p{{Lower}}+-\Q{base}\E", 1),  # Java-only syntax, translated
+    ):
+        theirs, ours = both(spark, bootstrap, subscribePattern=pattern)
+        expected = rows(theirs.load())
+        assert len({r[2] for r in expected}) == topics, pattern
+        assert rows(ours.load()) == expected, pattern

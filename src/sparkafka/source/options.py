@@ -6,10 +6,12 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal, get_args, overload
 
 from sparkafka.client.conf import check_librdkafka_settings
 from sparkafka.errors import ConfigError
+from sparkafka.kafka.java_regex import JavaRegexError, java_regex
 from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS, OptionReader
 from sparkafka.structs import INTERNAL_TOPIC_PREFIX, TopicPartition
 
@@ -106,14 +108,20 @@ class Subscription:
     pattern: str | None = None
     partitions: tuple[TopicPartition, ...] = ()
 
+    @cached_property
+    def _regex(self) -> re.Pattern[str] | None:
+        """The pattern in Python's dialect (``kafka.java_regex``), compiled once per process."""
+        return None if self.pattern is None else re.compile(java_regex(self.pattern))
+
     def matches(self, topic: str) -> bool:
-        """Whether ``topic`` belongs to this subscription (for a pattern: a full match).
+        """Whether ``topic`` belongs to this subscription. A pattern is searched for in the name, as Spark's
+        ``findFirstIn`` does: ``orders`` matches ``orders-dlq`` too; ``^orders$`` matches only ``orders``.
 
         A pattern never matches sparkafka's internal topics: ``.*`` must not read the sink's intent logs.
         """
-        if self.pattern is not None:
+        if self._regex is not None:
             internal = topic.startswith(INTERNAL_TOPIC_PREFIX)
-            return not internal and re.fullmatch(self.pattern, topic) is not None
+            return not internal and self._regex.search(topic) is not None
         if self.partitions:
             return any(tp.topic == topic for tp in self.partitions)
         return topic in self.topics
@@ -214,8 +222,8 @@ def _parse_subscription(reader: OptionReader) -> Subscription:
     given = [k for k in ("subscribe", "subscribePattern", "assign") if reader.has(k)]
     if len(given) != 1:
         raise ConfigError(
-            "set exactly one of the options subscribe (comma-separated topics), subscribePattern (a regex "
-            'matched in full against topic names) or assign (JSON such as {"topic": [0, 1]}); '
+            "set exactly one of the options subscribe (comma-separated topics), subscribePattern (a Java "
+            'regex searched for in topic names) or assign (JSON such as {"topic": [0, 1]}); '
             f"got {', '.join(given) if given else 'none'}"
         )
     if given[0] == "subscribe":
@@ -224,9 +232,14 @@ def _parse_subscription(reader: OptionReader) -> Subscription:
             raise ConfigError("option subscribe lists no topic")
         return Subscription(topics=topics)
     if given[0] == "subscribePattern":
-        pattern = reader.required("subscribePattern")
+        pattern = reader.required("subscribePattern").strip()
         try:
-            re.compile(pattern)
+            re.compile(java_regex(pattern))
+        except JavaRegexError as e:
+            raise ConfigError(
+                f"option subscribePattern={pattern!r} uses Java regex syntax Python cannot express: {e}; "
+                "write it without that construct"
+            ) from None
         except re.error as e:
             raise ConfigError(f"option subscribePattern={pattern!r} is not a valid regex: {e}") from None
         return Subscription(pattern=pattern)
