@@ -31,9 +31,11 @@ def _code(value: str) -> str:
 
 def options_table(options: Sequence[Option], *, fields: bool = False) -> str:
     """A Markdown table of ``options`` (or of a pipeline file's ``fields``, with their TOML types)."""
-    head = ["field", "type", "default", "allowed", "what it does"] if fields else [
-        "option", "default", "allowed", "what it does"
-    ]
+    head = (
+        ["field", "type", "default", "allowed", "what it does"]
+        if fields
+        else ["option", "default", "allowed", "what it does"]
+    )
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for o in options:
         if not o.description.strip():
@@ -47,17 +49,18 @@ def options_table(options: Sequence[Option], *, fields: bool = False) -> str:
 
 
 def source_options() -> str:
+    """The source's options and the ``kafka.*`` settings it interprets."""
     from sparkafka.source.options import SOURCE_KAFKA_SETTINGS, SOURCE_OPTIONS
 
     return (
         options_table(SOURCE_OPTIONS)
         + "\n\nThe `kafka.*` settings the source interprets (every other `kafka.*` option goes to librdkafka "
-        "as given):\n\n"
-        + options_table(SOURCE_KAFKA_SETTINGS)
+        "as given):\n\n" + options_table(SOURCE_KAFKA_SETTINGS)
     )
 
 
 def sink_options() -> str:
+    """The sink's options, the ``kafka.*`` settings it interprets, and Spark's writer options."""
     from sparkafka.sink.options import SINK_KAFKA_SETTINGS, SINK_OPTIONS, SPARK_WRITE_OPTIONS
 
     return (

@@ -26,7 +26,7 @@ class Block:
     """One fenced code block of a page."""
 
     page: str
-    """The page's path under docs/."""
+    """The page's path in the repository (``docs/reading.md``, ``README.md``)."""
     line: int
     """The line of its opening fence (1-based), for messages."""
     lang: str
@@ -38,7 +38,7 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"docs/{self.page}:{self.line}"
+        return f"{self.page}:{self.line}"
 
 
 def pages() -> list[Path]:
@@ -56,7 +56,7 @@ def blocks(page: Path) -> list[Block]:
         not_run, run_by = NOT_RUN.match(above), RUN_BY.match(above)
         found.append(
             Block(
-                page=str(page.relative_to(DOCS)),
+                page=str(page.relative_to(ROOT)),
                 line=line,
                 lang=match.group(1),
                 code=match.group(2),
@@ -68,7 +68,8 @@ def blocks(page: Path) -> list[Block]:
 
 
 def all_blocks() -> list[Block]:
-    return [b for page in pages() for b in blocks(page)]
+    """The blocks of every page, and of the README."""
+    return [b for page in [ROOT / "README.md", *pages()] for b in blocks(page)]
 
 
 # -- shell -----------------------------------------------------------------------------------------------
@@ -223,7 +224,7 @@ class _Finder(ast.NodeVisitor):
         self.generic_visit(node)
         self.assigned, self.extended = outer, outer_ext
 
-    visit_AsyncFunctionDef = visit_FunctionDef
+    visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast.NodeVisitor's name
 
     def _add(self, text: str, line: int) -> None:
         self.found.append(Sentence(_normalise(text), f"{self.path.relative_to(ROOT)}:{line}"))
@@ -258,16 +259,13 @@ class _Finder(ast.NodeVisitor):
             if isinstance(value, ast.Call) and _called(value) not in ("str",):
                 self.builders.add(_called(value) or "")
                 return True
-            if isinstance(value, ast.Call) or isinstance(value, ast.Attribute):
+            if isinstance(value, (ast.Call, ast.Attribute)):
                 return True  # str(e): a caught error's own sentence, found where it is raised
         if isinstance(arg, ast.Call):
             self.builders.add(_called(arg) or "")
             return True
-        return (
-            isinstance(arg, ast.Attribute)
-            and arg.attr == "refusal"
-            or isinstance(arg, ast.Name)
-            and (arg.id not in self.assigned)
+        return (isinstance(arg, ast.Attribute) and arg.attr == "refusal") or (
+            isinstance(arg, ast.Name) and (arg.id not in self.assigned)
         )
 
 
