@@ -37,6 +37,7 @@ def test_every_readme_example_runs(
     assert [argv[:2] for argv in made] == [["topics", "create"]]
     for argv in made:
         assert main([names(a).replace("127.0.0.1:9092", bootstrap) for a in argv]) == 0
+    assert capsys.readouterr().out.startswith(f"created topic {orders}: 4 partitions")
     kafka.create_topics([f"{orders}-copy"], 1)
     kafka.produce(orders, [json.dumps({"n": i}) for i in range(5)], partitions=4)
 
@@ -44,8 +45,8 @@ def test_every_readme_example_runs(
     assert len(python) == 2, "a Python example was added to or removed from the README: update this test"
     namespace: dict[str, Any] = {}
     for block in python:
-        code = names(block.code).replace("127.0.0.1:9092", bootstrap)
-        code = code.replace("/tmp/sparkafka/orders-copy", str(tmp_path / "checkpoint"))
+        code = block.code.replace("/tmp/sparkafka/orders-copy", str(tmp_path / "checkpoint"))
+        code = names(code).replace("127.0.0.1:9092", bootstrap)
         exec(compile(code, block.where, "exec"), namespace)  # the README's own code
     assert capsys.readouterr().out.splitlines() == ["5"]  # the first job counted the five records
     (query,) = spark.streams.active  # the exactly-once example started its query
