@@ -60,12 +60,15 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "subscribePattern",
-        "A regular expression in Python's `re` dialect, matched against the **whole** topic name; it "
-        "never matches sparkafka's `_sparkafka-` topics nor topics whose names start with `__`. Topics "
-        "created later are found by partition discovery.",
-        spark="Spark searches the name (`findFirstIn`, Java's regex dialect), so its pattern `orders` also "
-        "reads `orders-dlq`; here it reads `orders` alone. Write `.*orders.*` for Spark's meaning. Java-only "
-        r"syntax (`\p{Alpha}`) is refused. Spark hides only Kafka's internal topics, not every `__` topic.",
+        "A Java regular expression searched for in topic names, as Spark's `findFirstIn` does: `orders` "
+        "also reads `orders-dlq` and `old-orders`; write `^orders$` for the one topic. Java-only syntax "
+        r"(`\Q...\E`, `\p{Alpha}`, `(?<name>...)`) is translated; what Python's `re` cannot express "
+        "(class union or intersection, `\\G`, `\\R`) is refused. It never matches sparkafka's "
+        "`_sparkafka-` topics nor topics whose names start with `__`. Topics created later are found by "
+        "partition discovery.",
+        spark="The same meaning and dialect; it also never matches sparkafka's own `_sparkafka-` topics (the "
+        "sink's intent logs), which Spark would read. Spark hides only Kafka's internal topics, not every "
+        "`__` topic.",
     ),
     Option(
         "assign",
@@ -77,12 +80,15 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
         "Where a query without a checkpoint starts (a restarted query continues from its checkpoint): "
         "`group` (the committed offsets of `kafka.group.id`; `kafka.auto.offset.reset` for partitions "
         f"without one), `earliest`, `latest`, or {_JSON_OFFSETS} with the next offset to read per "
-        "partition (`-2` earliest, `-1` latest); partitions the JSON leaves out start as with `group`.",
+        "partition (`-2` earliest, `-1` latest). The JSON names exactly the partitions the query reads; "
+        "with `kafka.group.id` it may leave some out, and they start as with `group`. A batch read refuses "
+        "`latest` and `-1`.",
         default_note="streaming: `group` with `kafka.group.id`, else `latest`; batch: `earliest`",
         spark="Spark has no `group`: with `kafka.group.id` set, a streaming query here starts from the "
         "group's offsets (Flink's GROUP_OFFSETS), where Spark starts at `latest`; set "
-        "`startingOffsets=latest` for Spark's start. Spark refuses a JSON map that leaves partitions out, "
-        "and `latest` (or `-1`) in a batch read, which here reads nothing.",
+        "`startingOffsets=latest` for Spark's start. A JSON map that leaves partitions out is refused as "
+        "in Spark, unless `kafka.group.id` is set (Spark refuses it then too). `latest` and `-1` in a batch "
+        "read are refused, as in Spark.",
     ),
     Option(
         "startingTimestamp",
@@ -93,9 +99,11 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "startingOffsetsByTimestamp",
-        'JSON `{"topic": {"0": 1700000000000}}`: a starting timestamp per partition. Partitions it '
-        "leaves out start as with a JSON `startingOffsets`.",
-        spark="Spark requires every assigned partition in the map; negative timestamps are refused here.",
+        'JSON `{"topic": {"0": 1700000000000}}`: a starting timestamp per partition, naming exactly the '
+        "partitions the query reads; with `kafka.group.id` it may leave some out, as a JSON "
+        "`startingOffsets` may.",
+        spark="Spark requires every assigned partition in the map (here too, without `kafka.group.id`); "
+        "negative timestamps are refused here.",
     ),
     Option(
         "startingOffsetsByTimestampStrategy",
@@ -107,10 +115,10 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "endingOffsets",
-        f"Batch reads only: where each partition ends, `latest` or {_JSON_OFFSETS} (`-1` latest). A "
-        "streaming read refuses it.",
+        f"Batch reads only: where each partition ends, `latest` or {_JSON_OFFSETS} (`-1` latest) naming "
+        "exactly the partitions the query reads. A streaming read refuses it.",
         default="latest",
-        spark="Spark requires a JSON map to name the same partitions as a JSON start.",
+        spark="",
     ),
     Option(
         "endingTimestamp",
@@ -120,8 +128,8 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "endingOffsetsByTimestamp",
-        "Batch reads only: `endingTimestamp` per partition, as JSON like `startingOffsetsByTimestamp`. A "
-        "streaming read refuses it.",
+        "Batch reads only: `endingTimestamp` per partition, as JSON like `startingOffsetsByTimestamp` "
+        "naming exactly the partitions the query reads. A streaming read refuses it.",
         spark="",
     ),
     Option(
