@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from tests.integration.test_vs_spark import both, rows
+from tests.integration.test_vs_spark import _records, both, rows
 from tests.support.kafka import Kafka
 
 
@@ -95,3 +95,27 @@ def test_subscribe_pattern_searches_topic_names_in_java_regex_as_spark_does(
         expected = rows(theirs.load())
         assert len({r[2] for r in expected}) == topics, pattern
         assert rows(ours.load()) == expected, pattern
+
+
+def test_sinks_match_column_names_exactly_and_ignore_columns_spark_ignores(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, kafka: Kafka
+) -> None:
+    """``Key`` and ``Partition`` are not ``key`` and ``partition`` to Spark's sink; a bigint ``topic`` under
+    the ``topic`` option and a string ``timestamp`` are never read. Both sinks write the same records."""
+    df = spark.range(20).selectExpr(
+        "cast(concat('value-', id) as binary) as value",
+        "cast(concat('key-', id) as binary) as Key",
+        "cast(1 as int) as Partition",
+        "id as topic",
+        "cast(id as string) as timestamp",
+    )
+    written = {}
+    for fmt in ("kafka", "sparkafka"):
+        written[fmt] = kafka.topic(partitions=2)
+        df.write.format(fmt).mode("append").option("kafka.bootstrap.servers", bootstrap).option(
+            "topic", written[fmt]
+        ).save()
+    theirs, ours = (_records(kafka_conf, [t])[t] for t in (written["kafka"], written["sparkafka"]))
+    assert len(theirs) == 20
+    assert {r[1] for r in theirs} == {None}  # no key: Key is not key
+    assert sorted(r[1:] for r in ours) == sorted(r[1:] for r in theirs)  # partitions: no key decides them
