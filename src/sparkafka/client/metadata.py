@@ -29,7 +29,7 @@ from sparkafka.client.core import (
     with_retries,
 )
 from sparkafka.errors import PartitionsGoneError
-from sparkafka.structs import TimestampedOffset, TopicPartition, committed_offsets
+from sparkafka.structs import KAFKA_INTERNAL_TOPICS, TimestampedOffset, TopicPartition, committed_offsets
 
 __all__ = ["AdminMetadata", "Offsets", "TopicInfo"]
 
@@ -120,11 +120,12 @@ class AdminMetadata:
         return with_retries(what, self._conf, call, self._timeout_s, clock=self._clock, sleep=self._sleep)
 
     def topics(self) -> dict[str, int]:
-        """Every topic the cluster has, with its partition count (internal ``__`` topics left out)."""
+        """Every topic the cluster has, with its partition count (Kafka's internal topics left out, as its
+        Admin ``listTopics`` does; a user topic named ``__orders`` is listed)."""
         metadata = self._retry("listing topics", lambda left: self._admin.list_topics(timeout=left))
         out: dict[str, int] = {}
         for name, topic in metadata.topics.items():
-            if name.startswith("__") or topic.error is not None:
+            if name in KAFKA_INTERNAL_TOPICS or topic.error is not None:
                 continue
             out[name] = len(topic.partitions)
         return out

@@ -64,11 +64,10 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
         "also reads `orders-dlq` and `old-orders`; write `^orders$` for the one topic. Java-only syntax "
         r"(`\Q...\E`, `\p{Alpha}`, `(?<name>...)`) is translated; what Python's `re` cannot express "
         "(class union or intersection, `\\G`, `\\R`) is refused. It never matches sparkafka's "
-        "`_sparkafka-` topics nor topics whose names start with `__`. Topics created later are found by "
-        "partition discovery.",
+        "`_sparkafka-` topics nor Kafka's internal ones (`__consumer_offsets`, `__transaction_state`, "
+        "`__share_group_state`). Topics created later are found by partition discovery.",
         spark="The same meaning and dialect; it also never matches sparkafka's own `_sparkafka-` topics (the "
-        "sink's intent logs), which Spark would read. Spark hides only Kafka's internal topics, not every "
-        "`__` topic.",
+        "sink's intent logs), which Spark would read.",
     ),
     Option(
         "assign",
