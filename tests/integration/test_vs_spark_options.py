@@ -5,11 +5,13 @@ where Spark reads, sparkafka reads the same rows.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 
+from tests.integration.test_data_loss import stream_once
 from tests.integration.test_vs_spark import _records, both, rows
 from tests.support.kafka import Kafka
 
@@ -119,3 +121,32 @@ def test_sinks_match_column_names_exactly_and_ignore_columns_spark_ignores(
     assert len(theirs) == 20
     assert {r[1] for r in theirs} == {None}  # no key: Key is not key
     assert sorted(r[1:] for r in ours) == sorted(r[1:] for r in theirs)  # partitions: no key decides them
+
+
+def test_kafkas_timestamp_sentinels_read_the_same_rows_and_a_zero_limit_stalls_spark(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, kafka: Kafka, tmp_path: Path
+) -> None:
+    topic = kafka.topic(partitions=2)
+    t0 = 1_700_000_000_000
+    _produce(kafka_conf, topic, 2, 10, t0=t0)
+    for options in (
+        {"startingTimestamp": "-2", "endingTimestamp": "-1"},
+        {"startingOffsetsByTimestamp": f'{{"{topic}": {{"0": -2, "1": {t0 + 5}}}}}'},
+    ):
+        theirs, ours = both(spark, bootstrap, subscribe=topic, **options)
+        expected = rows(theirs.load())
+        assert expected, options
+        assert rows(ours.load()) == expected, options
+    # Why sparkafka refuses maxOffsetsPerTrigger=0: Spark's query accepts it and never reads a record.
+    assert (
+        stream_once(
+            spark,
+            "kafka",
+            bootstrap,
+            tmp_path,
+            subscribe=topic,
+            startingOffsets="earliest",
+            maxOffsetsPerTrigger=0,
+        )
+        == []
+    )

@@ -91,10 +91,11 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "startingTimestamp",
-        "Epoch milliseconds: each partition starts at its first record with a timestamp at or after it. "
+        "Epoch milliseconds: each partition starts at its first record with a timestamp at or after it "
+        "(Kafka's `-2` means earliest, `-1` latest, as in Spark). "
         "Takes precedence over `startingOffsetsByTimestamp`, which takes precedence over "
         "`startingOffsets` (Spark's order).",
-        spark="Same meaning; a negative timestamp (Kafka's -1/-2) is refused here.",
+        spark="",
     ),
     Option(
         "startingOffsetsByTimestamp",
@@ -175,13 +176,14 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
         "Spark's name for `maxRecordsPerTrigger`.",
         alias_of="maxRecordsPerTrigger",
         spark="Spark floors each partition's share and rounds shares under one up, so its batches can "
-        "pass the limit; here a batch never does (largest remainder first). `0` is refused here.",
+        "pass the limit; here a batch never does (largest remainder first). `0` is refused here: Spark "
+        "accepts it and its query never reads a record (each partition's share rounds to none).",
     ),
     Option(
         "minOffsetsPerTrigger",
         "A micro-batch waits until this many new offsets are there (over all partitions), or until "
         "`maxTriggerDelay` has passed since the last batch ran; never under `Trigger.AvailableNow`.",
-        spark="Same meaning; `0` is refused here.",
+        spark="",
     ),
     Option(
         "maxTriggerDelay",
@@ -456,10 +458,12 @@ def _parse_offsets_json(reader: OptionReader, key: str, what: str = "offset") ->
                 p = int(partition)
             except ValueError:
                 raise ConfigError(f"{shape}; partition {partition!r} of {topic!r} is not a number") from None
-            lowest = EARLIEST if what == "offset" else 0
-            if not isinstance(offset, int) or isinstance(offset, bool) or offset < lowest:
-                allowed = ", or -2 (earliest) / -1 (latest)" if what == "offset" else " (epoch milliseconds)"
-                raise ConfigError(f"{shape}; {what} {offset!r} of {topic}-{p} must be >= 0{allowed}")
+            if not isinstance(offset, int) or isinstance(offset, bool) or offset < EARLIEST:
+                allowed = "" if what == "offset" else " epoch milliseconds"
+                raise ConfigError(
+                    f"{shape}; {what} {offset!r} of {topic}-{p} must be >= 0{allowed}, or -2 (earliest) / "
+                    "-1 (latest)"
+                )
             out[TopicPartition(str(topic), p)] = offset
     return out
 
@@ -515,7 +519,7 @@ def parse_source_options(
     startup, specific, timestamp, timestamps = _startup(reader, group_id, batch)
     ending, ending_ts, ending_by_ts = _ending(reader, batch)
     max_records = _alias_int(reader, "maxRecordsPerTrigger", "maxOffsetsPerTrigger", minimum=1)
-    min_offsets = reader.optional_int("minOffsetsPerTrigger", minimum=1)
+    min_offsets = reader.optional_int("minOffsetsPerTrigger", minimum=0)
     if min_offsets is not None and max_records is not None and min_offsets > max_records:
         raise ConfigError(
             f"option minOffsetsPerTrigger={min_offsets} is above the maximum per micro-batch "
@@ -685,7 +689,7 @@ def _startup(
         log.warning("%s takes precedence over %s (Spark's order)", given[0], ", ".join(given[1:]))
     specific: dict[TopicPartition, int] = {}
     if given and given[0] == "startingTimestamp":
-        return "timestamp", specific, reader.get_int("startingTimestamp", 0, minimum=0), {}
+        return "timestamp", specific, reader.get_int("startingTimestamp", 0, minimum=EARLIEST), {}
     if given and given[0] == "startingOffsetsByTimestamp":
         return (
             "timestamps",
@@ -744,7 +748,7 @@ def _ending(
             log.warning("endingTimestamp is ignored by a streaming read (as in Spark)")
         return None, None, None
     if reader.has("endingTimestamp"):
-        return None, reader.get_int("endingTimestamp", 0, minimum=0), None
+        return None, reader.get_int("endingTimestamp", 0, minimum=EARLIEST), None
     if reader.has("endingOffsetsByTimestamp"):
         return None, None, _parse_offsets_json(reader, "endingOffsetsByTimestamp", "timestamp")
     ending: dict[TopicPartition, int] | None = None

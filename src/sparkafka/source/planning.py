@@ -215,13 +215,20 @@ def check_listed(
 
 
 def offsets_for_timestamps(metadata: KafkaMetadata, wanted: Mapping[TopicPartition, int]) -> Offsets:
-    """Per partition the first offset whose timestamp is >= its own timestamp; -1 where there is none."""
+    """Per partition the first offset whose timestamp is >= its own timestamp; -1 where there is none.
+
+    Kafka's sentinels, which Spark's connector passes to ListOffsets as timestamps: -2 is the partition's
+    earliest offset, -1 its latest.
+    """
     by_ts: dict[int, list[TopicPartition]] = {}
     for tp, ts in wanted.items():
         by_ts.setdefault(ts, []).append(tp)
     out: Offsets = {}
     for ts, tps in sorted(by_ts.items()):
-        found = metadata.for_timestamp(tps, ts)
+        if ts in (EARLIEST, LATEST):
+            found = metadata.earliest(tps) if ts == EARLIEST else metadata.latest(tps)
+        else:
+            found = metadata.for_timestamp(tps, ts)
         out.update({tp: found.get(tp, -1) for tp in tps})
     return out
 

@@ -175,7 +175,8 @@ def test_spark_kafka_options_with_the_same_meaning_are_accepted() -> None:
         ({"startingOffsets": "{bad"}, "startingOffsets is not valid JSON"),
         ({"startingOffsets": '{"a": {"x": 1}}'}, "partition 'x'"),
         ({"startingOffsets": '{"a": {"0": -5}}'}, "must be >= 0"),
-        ({"startingOffsetsByTimestamp": '{"a": {"0": -1}}'}, "timestamp -1 of a-0 must be >= 0"),
+        ({"startingOffsetsByTimestamp": '{"a": {"0": -3}}'}, "timestamp -3 of a-0 must be >= 0 epoch"),
+        ({"startingTimestamp": "-3"}, "startingTimestamp=-3 must be >= -2"),
         ({"startingOffsetsByTimestampStrategy": "earliest"}, "use one of: error, latest"),
         ({"endingOffsetsByTimestamp": '{"a": {"0": 1}}'}, "batch reads"),
         ({"minPartitions": "0"}, "minPartitions=0 must be >= 1"),
@@ -336,3 +337,13 @@ def test_the_schema_lookup_does_not_warn_of_trigger_limits(caplog: pytest.LogCap
     with caplog.at_level(logging.WARNING):
         parse_source_options({**BASE, "maxOffsetsPerTrigger": "5"}, batch=True, quiet=True)
     assert "ignored by a batch read" not in caplog.text
+
+
+def test_kafkas_negative_timestamps_and_zero_trigger_minimum_are_accepted_as_in_spark() -> None:
+    o = parse(startingTimestamp="-2", minOffsetsPerTrigger="0", maxOffsetsPerTrigger="5")
+    assert (o.starting_timestamp, o.min_offsets_per_trigger) == (-2, 0)
+    o = parse(startingOffsetsByTimestamp='{"a": {"0": -1, "1": 5}}')
+    assert o.starting_timestamps == {TopicPartition("a", 0): -1, TopicPartition("a", 1): 5}
+    assert parse_source_options({**BASE, "endingTimestamp": "-1"}, batch=True).ending_timestamp == -1
+    with pytest.raises(ConfigError, match="maxOffsetsPerTrigger=0 must be >= 1"):
+        parse(maxOffsetsPerTrigger="0")  # Spark's query would never read a record

@@ -110,6 +110,17 @@ def test_timestamp_with_latest_fallback() -> None:
     assert startup(startingTimestamp="0", **latest) == {A0: 5, A1: 0, B0: 0}
 
 
+def test_kafkas_timestamp_sentinels_mean_earliest_and_latest_as_in_spark() -> None:
+    assert startup(startingTimestamp="-2") == {A0: 5, A1: 0, B0: 0}
+    assert startup(startingTimestamp="-1") == {A0: 50, A1: 10, B0: 0}
+    assert startup(startingOffsetsByTimestamp='{"a": {"0": -1, "1": -2}, "b": {"0": -2}}') == {
+        A0: 50,
+        A1: 0,
+        B0: 0,
+    }
+    assert batch_end(endingTimestamp="-2") == {A0: 5, A1: 0, B0: 0}
+
+
 def test_timestamp_without_a_match_fails_by_default_as_in_spark() -> None:
     with pytest.raises(
         ConfigError, match=r"no offset matched .* a-1 \(timestamp 1800\), b-0 .*Strategy=latest"
