@@ -25,7 +25,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from sparkafka.errors import BrokerError, ConfigError, SparkafkaError
-from sparkafka.source.options import parse_source_options
+from sparkafka.source.options import NETWORK_TIMEOUT_ENV, parse_source_options
 
 __all__ = [
     "FIRST_CONTACT_S",
@@ -202,7 +202,8 @@ def register(spark: Any) -> None:
 
     Runs in the user's driver process. Also passes what the Python workers cannot see themselves through
     the context's worker environment (before registering, so the data source's workers get it):
-    where a ``--py-files`` archive is, and ``spark.speculation`` (the exactly-once sink refuses it).
+    where a ``--py-files`` archive is, ``spark.speculation`` (the exactly-once sink refuses it) and
+    ``spark.network.timeout`` (the source's default ``pollTimeoutMs``).
     And wraps PySpark's ``DataStreamWriter`` once per process, so that ``outputMode("update")`` works
     for ``format("sparkafka")`` (``sparkafka.stream_writer``; not on Spark Connect).
     """
@@ -214,6 +215,7 @@ def register(spark: Any) -> None:
 
     _ship_archive_to_driver_runners(spark)
     _tell_workers_about_speculation(spark)
+    _tell_workers_about_network_timeout(spark)
     _workers_on_this_interpreter(spark)
     spark.dataSource.register(KafkaDataSource)
     install()
@@ -253,6 +255,12 @@ def _tell_workers_about_speculation(spark: Any) -> None:
 
     speculation = spark.sparkContext.getConf().get("spark.speculation", "false")
     spark.sparkContext.environment[SPECULATION_ENV] = str(speculation).strip().lower()
+
+
+def _tell_workers_about_network_timeout(spark: Any) -> None:
+    # The source's pollTimeoutMs defaults to spark.network.timeout, as in Spark's connector.
+    timeout = spark.sparkContext.getConf().get("spark.network.timeout", "120s")
+    spark.sparkContext.environment[NETWORK_TIMEOUT_ENV] = str(timeout)
 
 
 def shipped_archive() -> str | None:

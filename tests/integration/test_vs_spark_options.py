@@ -150,3 +150,10 @@ def test_kafkas_timestamp_sentinels_read_the_same_rows_and_a_zero_limit_stalls_s
         )
         == []
     )
+
+
+def test_the_workers_are_told_spark_network_timeout_for_the_poll_timeout_default(spark: Any) -> None:
+    from sparkafka.source.options import NETWORK_TIMEOUT_ENV
+
+    conf = spark.sparkContext.getConf().get("spark.network.timeout", "120s")
+    assert spark.sparkContext.environment[NETWORK_TIMEOUT_ENV] == conf

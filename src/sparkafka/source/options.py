@@ -4,6 +4,7 @@ into a frozen dataclass."""
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ __all__ = [
     "StartupMode",
     "Subscription",
     "duration_ms",
+    "network_timeout_ms",
     "parse_source_options",
 ]
 
@@ -222,14 +224,14 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
     Option(
         "pollTimeoutMs",
         "A reader task that gets no record for this long fails, naming its partitions and offsets.",
-        default="120000",
+        default_note="`spark.network.timeout` in ms (120000 unless raised; `sparkafka.register` reads it)",
     ),
     Option(
         "kafkaConsumer.pollTimeoutMs",
         "Spark's name for `pollTimeoutMs`.",
         alias_of="pollTimeoutMs",
-        spark="Spark's default is `spark.network.timeout` (120 s unless raised); here it is 120000 ms "
-        "whatever that setting says.",
+        spark="The same default, `spark.network.timeout`, when `sparkafka.register(spark)` ran in the "
+        "driver (it tells the Python workers); without it (Spark Connect) 120000 ms.",
     ),
     Option(
         "fetchOffset.numRetries",
@@ -333,6 +335,13 @@ SOURCE_KAFKA_SETTINGS: tuple[Option, ...] = (
 )
 """The ``kafka.*`` settings the source interprets; every other one goes to librdkafka as given."""
 
+NETWORK_TIMEOUT_ENV = "SPARKAFKA_SPARK_NETWORK_TIMEOUT"
+"""The driver's ``spark.network.timeout``, passed to the Python workers by ``sparkafka.register`` (the
+workers cannot read Spark's configuration): ``pollTimeoutMs``'s default, as in Spark's connector."""
+
+DEFAULT_POLL_TIMEOUT_MS = 120_000
+"""Spark's default ``spark.network.timeout`` (120s), for a worker that was not told the driver's."""
+
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
 """Spark's default ``maxTriggerDelay`` (15m)."""
 
@@ -425,7 +434,7 @@ class SourceOptions:
     group ACLs; they never join the group). Ignored when kafka.group.id is set, as in Spark."""
     fail_on_data_loss: bool = True
     include_headers: bool = False
-    poll_timeout_ms: int = 120_000
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     fetcher: FetcherChoice = "auto"
     metadata_timeout_ms: int = DEFAULT_METADATA_TIMEOUT_MS
     """Bound on each driver-side metadata and offset request: an unreachable broker fails within it."""
@@ -575,7 +584,7 @@ def parse_source_options(
         fail_on_data_loss=reader.get_bool("failOnDataLoss", True),
         include_headers=reader.get_bool("includeHeaders", False),
         poll_timeout_ms=_alias_int(reader, "pollTimeoutMs", "kafkaConsumer.pollTimeoutMs", minimum=1)
-        or 120_000,
+        or network_timeout_ms(),
         fetcher=reader.choice("fetcher", FETCHERS, "auto"),
         metadata_timeout_ms=reader.get_int("metadataTimeoutMs", DEFAULT_METADATA_TIMEOUT_MS, minimum=1),
         commit_mode="disabled" if batch else commit_mode,
@@ -608,6 +617,19 @@ def _alias_int(reader: OptionReader, name: str, alias: str, minimum: int) -> int
         raise ConfigError(f"options {name} and {alias} are aliases: set only one")
     value = reader.optional_int(name, minimum=minimum)
     return value if value is not None else reader.optional_int(alias, minimum=minimum)
+
+
+def network_timeout_ms() -> int:
+    """``spark.network.timeout`` in ms as ``NETWORK_TIMEOUT_ENV`` gives it (Spark's time string: a bare
+    number is seconds), else Spark's default 120 s. Read where the options are parsed (a Python worker)."""
+    text = os.environ.get(NETWORK_TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_POLL_TIMEOUT_MS
+    ms = int(float(text) * 1000) if re.fullmatch(r"\d+(\.\d+)?", text) else duration_ms(text)
+    if ms is None or ms <= 0:
+        log.warning("spark.network.timeout=%r is not a duration: pollTimeoutMs defaults to 120000", text)
+        return DEFAULT_POLL_TIMEOUT_MS
+    return ms
 
 
 def duration_ms(text: str) -> int | None:

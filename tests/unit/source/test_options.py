@@ -347,3 +347,28 @@ def test_kafkas_negative_timestamps_and_zero_trigger_minimum_are_accepted_as_in_
     assert parse_source_options({**BASE, "endingTimestamp": "-1"}, batch=True).ending_timestamp == -1
     with pytest.raises(ConfigError, match="maxOffsetsPerTrigger=0 must be >= 1"):
         parse(maxOffsetsPerTrigger="0")  # Spark's query would never read a record
+
+
+@pytest.mark.parametrize(
+    ("network_timeout", "ms"),
+    [
+        (None, 120_000),
+        ("800s", 800_000),
+        ("300", 300_000),
+        ("10min", 600_000),
+        ("2h", 7_200_000),
+        ("x", 120_000),
+    ],
+)
+def test_poll_timeout_defaults_to_spark_network_timeout_as_in_spark(
+    monkeypatch: pytest.MonkeyPatch, network_timeout: str | None, ms: int
+) -> None:
+    """Spark's time string: a bare number is seconds (spark.network.timeout is a seconds setting)."""
+    from sparkafka.source.options import NETWORK_TIMEOUT_ENV
+
+    if network_timeout is None:
+        monkeypatch.delenv(NETWORK_TIMEOUT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(NETWORK_TIMEOUT_ENV, network_timeout)
+    assert parse().poll_timeout_ms == ms
+    assert parse(**{"kafkaConsumer.pollTimeoutMs": "5000"}).poll_timeout_ms == 5000
