@@ -21,7 +21,9 @@ spark-kafka: $(STAMP) check-java
 
 # sparkafka's native fetch (native/: Rust over librdkafka built from source, locked in native/Cargo.lock), into
 # the venv; cargo's build cache is ~/.cache/sparkafka/native-target, so a second clone builds in seconds.
-# Without it sparkafka reads through confluent-kafka (option fetcher=auto).
+# Without it sparkafka reads through confluent-kafka (option fetcher=auto). TLS and SASL come from the system's
+# OpenSSL 3 (libssl-dev, checked by scripts/check_rust.sh), linked dynamically so that the system's security
+# updates reach it: hence a wheel tagged linux_x86_64, for this machine's venv, not manylinux.
 NATIVE_STAMP := $(VENV)/.sparkafka-native
 NATIVE_TARGET := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/sparkafka/native-target
 native: $(NATIVE_STAMP)
@@ -30,7 +32,7 @@ $(NATIVE_STAMP): $(STAMP) $(wildcard native/Cargo.* native/pyproject.toml native
 	@scripts/check_rust.sh
 	rm -rf $(VENV)/native-wheels
 	CARGO_TARGET_DIR=$(NATIVE_TARGET) $(VENV)/bin/maturin build --quiet --release --locked \
-		-i $(PY) -m native/Cargo.toml -o $(VENV)/native-wheels
+		--compatibility linux -i $(PY) -m native/Cargo.toml -o $(VENV)/native-wheels
 	$(PY) -m pip install --quiet --force-reinstall --no-deps $(VENV)/native-wheels/sparkafka_native-*.whl
 	touch $@
 

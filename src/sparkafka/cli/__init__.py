@@ -40,6 +40,14 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 def _start_broker(args: argparse.Namespace) -> Any:
     """The broker ``sparkafka broker`` asked for, started, its description printed."""
+    from sparkafka.errors import BrokerError
+
+    if args.tansu and args.secure:
+        raise BrokerError("option --secure is for Apache Kafka, not --tansu")
+    if args.client_config and not args.secure:
+        raise BrokerError(
+            "option --client-config needs --secure (a plaintext broker has no settings to write)"
+        )
     if args.tansu:
         from sparkafka.local.broker import KNOWN_GAPS, EmbeddedBroker
 
@@ -53,8 +61,10 @@ def _start_broker(args: argparse.Namespace) -> Any:
         print(f"`sparkafka doctor --bootstrap-servers {tansu.bootstrap_servers}` checks each. Ctrl-C to stop")
         return tansu
     from sparkafka.local.kafka_broker import ApacheKafka
+    from sparkafka.local.secure_kafka import SecureKafka
 
-    kafka = ApacheKafka(brokers=args.brokers, port=args.port, data_dir=args.data_dir, heap=args.heap).start()
+    kind = SecureKafka if args.secure else ApacheKafka
+    kafka = kind(brokers=args.brokers, port=args.port, data_dir=args.data_dir, heap=args.heap).start()
     nodes = (
         "1 broker, also the controller" if args.brokers == 1 else f"{args.brokers} brokers, each a controller"
     )
@@ -63,6 +73,11 @@ def _start_broker(args: argparse.Namespace) -> Any:
         f"ready in {kafka.started_in_s:.1f} s; pids {', '.join(str(p) for p in kafka.pids)}; data and logs "
         f"in {kafka.data_dir}" + ("" if args.data_dir else " (removed at exit)") + ". Ctrl-C to stop"
     )
+    if isinstance(kafka, SecureKafka):
+        from sparkafka.local.secure_kafka import describe_settings
+
+        written = kafka.write_client_config(args.client_config) if args.client_config else None
+        print(describe_settings(kafka, written))
     return kafka
 
 
@@ -314,6 +329,17 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     )
     broker.add_argument("--heap", default="512m", help="JVM heap per broker (default 512m)")
     broker.add_argument("--data-dir", default=None, help="keep data and logs here (default: a temporary dir)")
+    broker.add_argument(
+        "--secure",
+        action="store_true",
+        help="TLS only: SASL_SSL (SCRAM-SHA-512, PLAIN) and mutual TLS, ACLs on; a super user and an "
+        "application user without ACLs (docs/security.md)",
+    )
+    broker.add_argument(
+        "--client-config",
+        metavar="FILE",
+        help="with --secure: write the users' kafka.* settings, passwords included, to FILE (JSON, 0600)",
+    )
     broker.add_argument("--tansu", action="store_true", help="the pip-only tansu broker instead (known gaps)")
     broker.add_argument("--storage", default="memory://tansu/", help="with --tansu: its storage engine URL")
     broker.set_defaults(func=_cmd_broker)

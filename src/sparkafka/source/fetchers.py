@@ -90,8 +90,8 @@ class Fetcher(Protocol):
 class PythonFetcher:
     """A ``Fetcher`` over a confluent-kafka Consumer: Python objects per record, Arrow built from lists.
 
-    The fallback when sparkafka's native extension is not installed or cannot take the settings (ssl,
-    sasl), and option ``fetcher=python``.
+    The fallback when sparkafka's native extension is not installed or cannot take the settings (GSSAPI),
+    and option ``fetcher=python``.
     """
 
     def __init__(self, consumer: Any) -> None:
