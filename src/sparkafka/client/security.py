@@ -32,6 +32,7 @@ from sparkafka.errors import AuthenticationError, AuthorizationError
 __all__ = [
     "AUTHORIZATION_CODES",
     "Access",
+    "authenticated",
     "contact_failure",
     "denied",
     "denied_by",
@@ -85,6 +86,14 @@ class Access:
 
 def _protocol(conf: Mapping[str, Any]) -> str:
     return str(conf.get("security.protocol", "PLAINTEXT")).upper()
+
+
+def authenticated(conf: Mapping[str, Any]) -> bool:
+    """Whether the client proves who it is (SASL or TLS): only then can ACLs tell it from anyone else.
+
+    The drivers' ACL checks at start run only then; on a PLAINTEXT listener every client is ANONYMOUS.
+    """
+    return _protocol(conf) != "PLAINTEXT"
 
 
 def _mechanism(conf: Mapping[str, Any]) -> str:

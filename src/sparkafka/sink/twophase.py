@@ -556,9 +556,10 @@ class _KafkaEnder:
 class _ProducerFencer:
     def __init__(self, options: SinkOptions) -> None:
         self._conf = options.kafka
+        self._prefix = options.transactional_id_prefix
 
     def fence(self, transactional_id: str) -> None:
-        producer, _, _ = open_transactional_producer(self._conf, transactional_id)
+        producer, _, _ = open_transactional_producer(self._conf, transactional_id, prefix=self._prefix)
         producer.close()
 
 

@@ -86,6 +86,7 @@ class _Planner:
     def discover_initial(self) -> set[TopicPartition]:
         """Partitions at start; none is an error naming the subscription (Flink's behaviour)."""
         tps = self.discover()
+        self.metadata.require_source_access(self.options, tps)
         sub = self.options.subscription
         missing = [t for t in sub.topics if not any(tp.topic == t for tp in tps)]
         if missing:

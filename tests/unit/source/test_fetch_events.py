@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from sparkafka.errors import BrokerError, DataLossError
-from sparkafka.source.fetch import _read_events
+from sparkafka.source.fetch import _DeniedError, _read_events
 from sparkafka.structs import TopicPartition
 
 
@@ -33,7 +33,15 @@ def test_out_of_range_is_data_loss_and_other_errors_fail() -> None:
     with pytest.raises(DataLossError, match="out of range"):
         _read_events([(KafkaError(KafkaError.OFFSET_OUT_OF_RANGE), "t", 0, 3)], tp)
     with pytest.raises(BrokerError, match="t-0 failed"):
+        _read_events([(KafkaError(KafkaError.UNSUPPORTED_VERSION), None, -1, -1)], tp)
+    with pytest.raises(_DeniedError):  # worded by read_ranges, which knows the user (test_secure_acls)
         _read_events([(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), None, -1, -1)], tp)
+
+
+def test_a_refused_lookup_of_the_readers_group_is_no_failure() -> None:
+    tp = TopicPartition("t", 0)
+    group = KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED, "FindCoordinator response error")
+    assert _read_events([(group, None, -1, -1)], tp) == (None, -1)
 
 
 class LeaderlessThenFine:
