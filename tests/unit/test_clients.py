@@ -372,7 +372,7 @@ def test_a_non_retriable_partition_error_fails_the_lookup_at_once() -> None:
     denied = ("err", KafkaError.TOPIC_AUTHORIZATION_FAILED)
     admin = FakeAdmin([{A0: leaderless, B0: denied}], {"a": 2, "b": 1})
     meta, clock = metadata(admin)
-    with pytest.raises(AuthorizationError, match="^user ANONYMOUS may not DESCRIBE topic b: grant it with "):
+    with pytest.raises(AuthorizationError, match=r"^user ANONYMOUS may not DESCRIBE topic b: grant it with "):
         meta.latest([A0, B0])
     assert clock.slept == []
 

@@ -94,13 +94,12 @@ def _cmd_lag(args: argparse.Namespace) -> int:
     from sparkafka.errors import SparkafkaError
     from sparkafka.ops.lag import fetch_group_lag
 
-    conf = {"bootstrap.servers": args.bootstrap_servers}
-
     def interrupt(*_: object) -> None:
         raise KeyboardInterrupt  # SIGTERM ends a watch like Ctrl-C: the readings so far are kept and plotted
 
     signal.signal(signal.SIGTERM, interrupt)
     try:
+        conf = _settings(args)
         first = fetch_group_lag(conf, args.group, args.topic)
         if not first.has_commits:
             where = f" on topic {args.topic}" if args.topic else ""
@@ -131,11 +130,16 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
+    from sparkafka.errors import SparkafkaError
     from sparkafka.ops.probes import IMPACT, PROBES, probe_broker
 
-    conf = {"bootstrap.servers": args.bootstrap_servers}
+    try:
+        conf = _settings(args)
+    except SparkafkaError as e:
+        print(f"sparkafka doctor: {e}", file=sys.stderr)
+        return 1
     console = Console()
-    table = Table(title=f"sparkafka doctor: {args.bootstrap_servers}")
+    table = Table(title=f"sparkafka doctor: {conf['bootstrap.servers']}")
     for name in ("check", "result", "observed", "what fails without it"):
         table.add_column(name, overflow="fold")
     passed = failed = 0
@@ -158,8 +162,8 @@ def _cmd_txn(args: argparse.Namespace) -> int:
     from sparkafka.errors import ConfigError, SparkafkaError
     from sparkafka.sink.txn_tool import STATE_NAMES, prefix_status, resolve, resolve_plan
 
-    conf = {"bootstrap.servers": args.bootstrap_servers}
     try:
+        conf = _settings(args)
         if args.txn_command == "list":
             status = prefix_status(conf, args.prefix)
             print(
@@ -210,8 +214,8 @@ def _cmd_offsets(args: argparse.Namespace) -> int:
         show_positions,
     )
 
-    conf = {"bootstrap.servers": args.bootstrap_servers}
     try:
+        conf = _settings(args)
         if args.offsets_command == "show":
             position, rows = show_positions(conf, args.checkpoint, args.group)
             print(render_show(position, rows, args.group))
@@ -238,8 +242,8 @@ def _cmd_topics(args: argparse.Namespace) -> int:
     )
     from sparkafka.errors import SparkafkaError
 
-    conf = {"bootstrap.servers": args.bootstrap_servers}
     try:
+        conf = _settings(args)
         if args.topics_command == "list":
             print(render_list(list_topics(conf, args.timeout), show_internal=args.all))
         elif args.topics_command == "create":
@@ -307,6 +311,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run_pipeline(cfg, sys.stdout, args.log_json)
 
 
+def _connection_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="the brokers (or --command-config)")
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="librdkafka settings (TLS, SASL): key=value lines, or JSON (FILE.json#NAME: one object of "
+        "several, as `sparkafka broker --secure --client-config` writes); ${VAR} from the environment",
+    )
+
+
+def _settings(args: argparse.Namespace) -> dict[str, str]:
+    from sparkafka.cli.connection import client_settings
+
+    return client_settings(args.bootstrap_servers, args.command_config)
+
+
 def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement per command and option
     from sparkafka import __version__
 
@@ -352,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     demo.set_defaults(func=_cmd_demo)
 
     lag = sub.add_parser("lag", help="committed offset, log end and lag of a consumer group, per partition")
-    lag.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+    _connection_args(lag)
     lag.add_argument("--group", required=True, help="consumer group id")
     lag.add_argument("--topic", help="only this topic (default: every topic the group committed)")
     lag.add_argument(
@@ -391,7 +411,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     txn_list = txn_sub.add_parser("list", help="each query's newest batch, its state, and open transactions")
     txn_resolve = txn_sub.add_parser("resolve", help="decide a query's unfinished batch by hand")
     for p in (txn_list, txn_resolve):
-        p.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+        _connection_args(p)
         p.add_argument("--prefix", required=True, help="the sink's transactionalIdPrefix")
     txn_resolve.add_argument("--query", required=True, help="the query id (see `sparkafka txn list`)")
     txn_resolve.add_argument(
@@ -416,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
         "reset", help="move a consumer group's committed offsets (a dry run unless --execute)"
     )
     for p in (show, reset):
-        p.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+        _connection_args(p)
     show.add_argument("--checkpoint", required=True, metavar="DIR", help="the query's checkpoint directory")
     show.add_argument("--group", help="the source's kafka.group.id, to show its committed offsets")
     reset.add_argument("--group", required=True, help="the consumer group (kafka.group.id)")
@@ -446,7 +466,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
         "describe", help="per partition: leader, replicas, in-sync replicas, offsets; the topic's configs"
     )
     for p in (topics_list, topics_create, topics_describe):
-        p.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+        _connection_args(p)
         p.add_argument(
             "--timeout", type=float, default=30.0, metavar="SECONDS", help="give up after (default 30)"
         )
@@ -474,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     topics.set_defaults(func=_cmd_topics)
 
     doctor = sub.add_parser("doctor", help="probe a broker for what sparkafka relies on")
-    doctor.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+    _connection_args(doctor)
     doctor.set_defaults(func=_cmd_doctor)
     return parser
 

@@ -225,3 +225,41 @@ def test_when_a_range_is_done(
 def test_a_silent_partition_fails_after_the_poll_timeout_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(BrokerError, match="no records arrived for 0 ms while reading t-0 up to 10"):
         _read(FakeFetcher([Fetched(_rows([0]), 0, False)]), monkeypatch, poll_timeout_ms=0)
+
+
+class _Event:
+    """A consumer-level event as confluent-kafka gives it: no topic, partition or offset."""
+
+    def error(self) -> KafkaError:
+        return KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED, "FindCoordinator response error")
+
+    def topic(self) -> None:
+        return None
+
+    def partition(self) -> None:
+        return None
+
+    def offset(self) -> None:
+        return None
+
+
+class _EventConsumer:
+    def __init__(self) -> None:
+        self.given = False
+
+    def consume(self, _n: int, _timeout: float) -> list[Any]:
+        if self.given:
+            return []
+        self.given = True
+        return [_Event()]
+
+    def poll(self, _timeout: float) -> None:
+        return None
+
+
+def test_an_event_without_partition_or_offset_reads_as_the_native_fetch_gives_it() -> None:
+    got = PythonFetcher(_EventConsumer()).fetch(TP, 10, 100, 0.01, False)
+    (event,) = got.events
+    assert event[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert event[1:] == (None, -1, -1)
+    assert fetch._read_events(got.events, TP) == (None, -1)  # a refused group lookup fails no read
