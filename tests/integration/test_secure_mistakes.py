@@ -79,8 +79,7 @@ MISTAKES: list[tuple[str, str, Callable[[SecureKafka, Settings], Settings], str]
         "untrusted CA",
         "sasl",
         lambda k, c: {**c, "ssl.ca.location": str(_other_ca(k).certificate)},
-        "is not trusted: unable to get local issuer certificate; it is not signed by a CA in the CA file "
-        "kafka.ssl.ca.location=",
+        "; it is not signed by a CA in the CA file kafka.ssl.ca.location=",
     ),
     (
         "host name not in the certificate",

@@ -10,7 +10,7 @@ slices and reads the callback between them: a wrong password is a sentence in ab
 do not enable (``_AUTHENTICATION``), an untrusted CA and a host name the certificate does not list (``_SSL``,
 both "certificate verify failed"), no or an expired client certificate at a mutual-TLS port (``_TRANSPORT``
 with a TLS alert), and a plaintext client at a TLS port (no error at all: the broker closes the
-connection), which ``security.speaks_tls`` finds once the bound has passed.
+connection), which ``security.speaks_tls`` finds after a second without an answer.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ __all__ = ["SLICE_S", "first_answer"]
 
 SLICE_S = 0.25
 """How long each ask waits before the error callback is read (a refused login takes about 0.3 s)."""
+
+TLS_PROBE_AFTER_S = 1.0
+"""A plaintext client with no answer by then asks, once, whether the port speaks TLS (``speaks_tls``)."""
 
 
 def _make_admin(settings: Mapping[str, Any]) -> Any:
@@ -68,7 +71,10 @@ def first_answer(
         raise ConfigError(
             f"the Kafka client could not be made with these kafka.* settings: {_key_hint(said)}"
         ) from None
-    deadline = clock() + timeout_s
+    began = clock()
+    deadline = began + timeout_s
+    plaintext = not str(conf.get("security.protocol", "PLAINTEXT")).upper().endswith("SSL")
+    probed = False
     last: Exception | None = None
     while True:
         began = clock()
@@ -83,22 +89,30 @@ def first_answer(
         failure = contact_failure(conf, errors)
         if failure is not None:
             raise failure
+        if plaintext and not probed and clock() - began >= TLS_PROBE_AFTER_S:
+            probed = True
+            if probe_tls(conf):  # a TLS listener closes a plaintext connection without a word
+                raise _speaks_tls(conf)
         if clock() >= deadline:
             break
         sleep(max(0.0, began + wait - clock()))  # an ask refused at once: wait out its slice
+    if plaintext and not probed and probe_tls(conf):
+        raise _speaks_tls(conf)
     servers = conf.get("bootstrap.servers")
-    protocol = str(conf.get("security.protocol", "PLAINTEXT")).upper()
-    if not protocol.endswith("SSL") and probe_tls(conf):
-        raise AuthenticationError(
-            f"bootstrap server {servers} speaks TLS but kafka.security.protocol is {protocol}: set it to SSL "
-            "(mutual TLS) or SASL_SSL, with kafka.ssl.ca.location"
-        )
     inner: Any = last.args[0] if last is not None and last.args else last
     reason = inner.str() if callable(getattr(inner, "str", None)) else str(inner)
     raise BrokerError(
         f"listing topics failed against bootstrap servers {servers} (option kafka.bootstrap.servers): "
         f"no Kafka broker answered within {timeout_s:g} s; is it running, and is the address right? "
         f"(librdkafka: {reason})"
+    )
+
+
+def _speaks_tls(conf: Mapping[str, str]) -> AuthenticationError:
+    protocol = str(conf.get("security.protocol", "PLAINTEXT")).upper()
+    return AuthenticationError(
+        f"bootstrap server {conf.get('bootstrap.servers')} speaks TLS but kafka.security.protocol is "
+        f"{protocol}: set it to SSL (mutual TLS) or SASL_SSL, with kafka.ssl.ca.location"
     )
 
 
