@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkafka-installed
 
-.PHONY: demo test check lint unit integration kafka spark-kafka native bench-vs-spark bench-read-path bench-memory bench-source bench-sink bench-latency bench-avro setup check-java clean
+.PHONY: demo test check lint unit integration kafka spark-kafka native bench-vs-spark bench-read-path bench-read-path-tls bench-memory bench-source bench-sink bench-latency bench-avro setup check-java clean
 
 setup: $(STAMP) check-java kafka native
 
@@ -81,6 +81,10 @@ bench-latency: setup
 
 bench-read-path: setup spark-kafka
 	$(PY) bench/read_path.py --spark
+
+# The same over TLS with SASL/SCRAM (a secured local broker): the native fetch against confluent-kafka.
+bench-read-path-tls: setup spark-kafka
+	$(PY) bench/read_path.py --spark --tls
 
 bench-memory: setup
 	$(PY) bench/worker_memory.py

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -196,3 +197,30 @@ def test_pipeline_recovers_after_a_driver_kill_and_the_tools_work(
     for output in (shown, lag, txn, listed, described, doctor):
         assert password not in output.stdout + output.stderr
     assert json.loads(client_json.read_text())["app"]["kafka.sasl.username"] == "app"
+
+
+def test_broker_command_secure_prints_the_settings_and_writes_the_client_config(tmp_path: Path) -> None:
+    from sparkafka.client.contact import first_answer
+
+    config = tmp_path / "client.json"
+    command = [*SPARKAFKA, "broker", "--secure", "--client-config", str(config)]
+    with GroupProcess(command, stdout=subprocess.PIPE) as proc:
+        banner = proc.readline()
+        assert banner.startswith("Apache Kafka "), banner
+        said: list[str] = []
+        while not (said and said[-1].startswith("bootstrap servers: ")):
+            said.append(proc.readline())
+            assert said[-1], f"the command ended before naming its bootstrap servers: {said}"
+        assert config.stat().st_mode & 0o777 == 0o600
+        logins = json.loads(config.read_text())
+        assert set(logins) == {"admin", "app", "app_tls"}
+        passwords = {logins["admin"]["kafka.sasl.password"], logins["app"]["kafka.sasl.password"]}
+        text = "".join(said)
+        assert not [p for p in passwords if p in text]
+        assert f"  kafka.sasl.password=<in {config}>" in said
+        assert "  kafka.sasl.username=app\n" in said
+        assert "  kafka.security.protocol=SSL\n" in said
+        for login in logins.values():  # each login answers, as the settings say
+            first_answer({k.removeprefix("kafka."): v for k, v in login.items()}, 10)
+        proc.interrupt(signal.SIGINT, timeout_s=60)
+        assert proc.returncode == 0

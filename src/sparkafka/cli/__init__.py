@@ -76,7 +76,7 @@ def _start_broker(args: argparse.Namespace) -> Any:
     if isinstance(kafka, SecureKafka):
         from sparkafka.local.secure_kafka import describe_settings
 
-        written = kafka.write_client_config(args.client_config) if args.client_config else None
+        written = kafka.write_client_config(args.client_config or kafka.data_dir / "client.json")
         print(describe_settings(kafka, written))
     return kafka
 
@@ -358,7 +358,8 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     broker.add_argument(
         "--client-config",
         metavar="FILE",
-        help="with --secure: write the users' kafka.* settings, passwords included, to FILE (JSON, 0600)",
+        help="with --secure: where to write the logins' kafka.* settings, passwords included (JSON, mode "
+        "0600; default: client.json in the data dir)",
     )
     broker.add_argument("--tansu", action="store_true", help="the pip-only tansu broker instead (known gaps)")
     broker.add_argument("--storage", default="memory://tansu/", help="with --tansu: its storage engine URL")

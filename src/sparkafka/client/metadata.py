@@ -90,7 +90,7 @@ class AdminMetadata:
             what, self._conf, call, self._timeout_s, clock=self._clock, sleep=self._sleep, access=access
         )
 
-    def require(self, accesses: Iterable[Access]) -> None:
+    def require(self, accesses: Iterable[Access]) -> list[Access]:
         """Raise ``AuthorizationError`` for the first of ``accesses`` the brokers say this user lacks.
 
         Runs on the driver before a query reads, commits or writes anything, so a missing ACL is one
@@ -99,9 +99,14 @@ class AdminMetadata:
         DescribeGroups), one lookup per resource. Topics and groups only (Kafka tells nothing of the kind
         for transactional ids: a missing WRITE there fails the first transaction, worded the same). A topic
         that does not exist, or a broker that does not say, passes: the caller reports it as it did.
+
+        Returns:
+            The accesses that could not be checked (a topic that does not exist, a broker that does not
+            say), for a caller that checks again once they can be.
         """
         from confluent_kafka import TopicCollection
 
+        unchecked = []
         for access in accesses:
             if access.resource == "topic":
 
@@ -122,6 +127,7 @@ class AdminMetadata:
 
                 ask = group
             else:
+                unchecked.append(access)
                 continue
             try:
                 described = self._retry(f"asking what {access.resource} {access.name} allows", ask, access)
@@ -129,10 +135,14 @@ class AdminMetadata:
                 raise
             except BrokerError as e:  # the topic does not exist, or the broker cannot say: not for us
                 log.debug("authorized operations of %s %s not known: %s", access.resource, access.name, e)
+                unchecked.append(access)
                 continue
             allowed = {getattr(op, "name", str(op)) for op in described.authorized_operations or ()}
-            if allowed and not allowed & {access.operation, "ALL"}:
+            if not allowed:
+                unchecked.append(access)
+            elif not allowed & {access.operation, "ALL"}:
                 raise denied(self._conf, access)
+        return unchecked
 
     def topics(self) -> dict[str, int]:
         """Every topic the cluster has, with its partition count (internal ``__`` topics left out)."""

@@ -253,26 +253,25 @@ class SecureKafka(ApacheKafka):
         return path
 
 
-def describe_settings(kafka: SecureKafka, client_config: Path | None) -> str:
-    """What ``sparkafka broker --secure`` prints: each user's ``kafka.*`` settings, passwords left out."""
-    where = (
-        f"in {client_config} (JSON, mode 0600: .options(**json.load(f)['app']))"
-        if client_config
-        else "not shown: start with --client-config FILE to have them written there"
-    )
+def describe_settings(kafka: SecureKafka, client_config: Path) -> str:
+    """What ``sparkafka broker --secure`` prints: each login's ``kafka.*`` settings, passwords left out."""
+    hidden = f"<in {client_config}>"
     lines = [
-        "Secured: TLS on every listener, ACLs on (StandardAuthorizer, allow.everyone.if.no.acl.found="
-        f"false). Users: {ADMIN} (super user), {APP} (no ACLs: grant them, docs/security.md). "
-        f"Passwords {where}.",
+        "Secured: TLS on every listener (no plaintext port); ACLs on (StandardAuthorizer, no ACL means "
+        f"deny). Users: {ADMIN} (super user), {APP} (no ACLs: grant them, docs/security.md). Passwords are "
+        f"not shown: {client_config} has every login's settings with them (JSON, mode 0600: "
+        f".options(**json.load(f)['{APP}']), or --command-config {client_config}#{ADMIN} for the CLI tools).",
     ]
     shown = [
-        (f"SASL_SSL, SCRAM-SHA-512 (or PLAIN), as {APP}", kafka.sasl_settings(APP)),
-        (f"mutual TLS, as {APP} (its certificate's CN)", kafka.tls_settings(APP)),
-        (f"the super user {ADMIN}: as above with", {"sasl.username": ADMIN}),
+        (f"SASL_SSL as {APP} (SCRAM-SHA-512; PLAIN is enabled too)", kafka.sasl_settings(APP)),
+        (f"mutual TLS as {APP} (the certificate's CN is the user)", kafka.tls_settings(APP)),
     ]
     for title, conf in shown:
         lines.append(f"{title}:")
-        for key, value in conf.items():
-            text = "<password>" if "password" in key else value
-            lines.append(f"  kafka.{key}={text}")
+        lines += [f"  kafka.{k}={hidden if 'password' in k else v}" for k, v in conf.items()]
+    admin = kafka.certificates[ADMIN]
+    lines.append(
+        f"The super user: the same with kafka.sasl.username={ADMIN}, or certificate {admin.certificate} and "
+        f"key {admin.key}. Requests the authorizer denies are logged in {kafka.log_path}."
+    )
     return "\n".join(lines)

@@ -1,11 +1,14 @@
 """The ACLs a sink needs, checked on the driver before any task writes (on clusters that know the user).
 
-Runs where the writer is made (a Python worker on the driver), once per process and settings: Spark makes
-a streaming writer every micro-batch. What is checked: WRITE on the ``topic`` option's topic (a ``topic``
-column's topics are known only to the tasks), and for ``exactly_once`` READ and WRITE on the prefix's
-commit-intent log, when it exists (when it does not, creating it needs CREATE, which its creation asks
-for). WRITE on the transactional ids ``<prefix>-*`` cannot be asked about (Kafka says nothing of the
-kind for transactional ids): a missing grant fails each task's first transaction, worded the same
+Runs where the writer is made (a Python worker on the driver), until every check could be made, once per
+process and settings after that: Spark makes a streaming writer every micro-batch. What is checked: WRITE
+on the ``topic`` option's topic (a ``topic`` column's topics are known only to the tasks), and for
+``exactly_once`` READ and WRITE on the prefix's commit-intent log. The writer asks before the exactly-once
+recovery and again after it: a log that did not exist the first time (it cannot be asked about then) has
+been created by the recovery, which needed CREATE and says so when refused. Measured: with WRITE but not
+READ on a log made that way, the tasks wrote their transactions and only the commit was refused. WRITE on
+the transactional ids ``<prefix>-*`` cannot be asked about (Kafka says nothing of the kind for
+transactional ids): a missing grant fails each task's first transaction, worded the same
 (``client.security.denied``), before it writes anything.
 """
 
@@ -38,5 +41,5 @@ def require_sink_access(options: SinkOptions) -> None:
     key = tuple(sorted({**options.kafka, "#": ",".join(map(str, needed))}.items()))
     if key in _checked or not needed:
         return
-    AdminMetadata(options.kafka, options.metadata_timeout_ms / 1000).require(needed)
-    _checked.add(key)
+    if not AdminMetadata(options.kafka, options.metadata_timeout_ms / 1000).require(needed):
+        _checked.add(key)

@@ -89,8 +89,7 @@ def open_transactional_producer(
             else Access("WRITE", "transactional id", transactional_id)
         )
         refusal = denied_by(e, conf, access, f"opening transaction {transactional_id}")
-        if refusal is not None:
-            producer.close()
+        if refusal is not None:  # the producer is in a fatal state (its close() raises): dropped
             raise refusal from None
         raise TransactionError(
             f"init_transactions for transactional id {transactional_id} failed {against_servers(conf)}: {e}"

@@ -137,6 +137,7 @@ class _Writer:
                 committer.check_owner(state, query_id)
             self._tids_in_use = state.tids_in_use
             self._recovered = state
+            require_sink_access(options)  # again: the recovery made the intent log if it was missing
 
     def __getstate__(self) -> dict[str, object]:
         """Pickled for tasks (and, for a batch write, for its commit): the recovered state stays behind.

@@ -36,7 +36,7 @@ class SourceMetadata(AdminMetadata):
         if authenticated(self._conf):
             sub = options.subscription
             named = {*sub.topics, *(tp.topic for tp in sub.partitions)}
-            self.require(source_access(options, named | {tp.topic for tp in found}))
+            self.require(source_access(options, named | {tp.topic for tp in found}))  # a new group: unchecked
 
     def partitions(self, subscription: Subscription) -> set[TopicPartition]:
         """The partitions that exist now and belong to the subscription."""
