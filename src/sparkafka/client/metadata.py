@@ -129,8 +129,17 @@ class AdminMetadata:
             else:
                 unchecked.append(access)
                 continue
-            try:
-                described = self._retry(f"asking what {access.resource} {access.name} allows", ask, access)
+            try:  # not retried: a topic that does not exist (UNKNOWN_TOPIC_OR_PARTITION) is not for us
+                described = with_retries(
+                    f"asking what {access.resource} {access.name} allows",
+                    self._conf,
+                    ask,
+                    self._timeout_s,
+                    clock=self._clock,
+                    sleep=self._sleep,
+                    retriable=lambda e: error_code(e) != UNKNOWN_TOPIC_OR_PARTITION and is_retriable(e),
+                    access=access,
+                )
             except AuthorizationError:
                 raise
             except BrokerError as e:  # the topic does not exist, or the broker cannot say: not for us
