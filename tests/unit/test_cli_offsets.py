@@ -72,3 +72,23 @@ def test_a_probe_that_cannot_run_leaves_a_warning_on_the_plan() -> None:
         warning,
     )
     assert render_reset(plan).splitlines()[0] == f"warning: {warning}"
+
+
+def test_a_reset_waits_for_a_sparkafka_query_that_committed_within_the_window() -> None:
+    from sparkafka.ops.group_offsets import running_query_refusal
+    from sparkafka.source.commits import LIVE_WINDOW_S, CommitMark
+    from sparkafka.structs import TopicPartition
+
+    now = 1_800_000_000_000
+    recent = CommitMark("r1", "host-a", 42, now - 12_000).to_metadata()
+    old = CommitMark("r0", "host-b", 7, now - int(LIVE_WINDOW_S * 1000) - 1).to_metadata()
+    tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    refusal = running_query_refusal("g", {tp0: old, tp1: recent}, now)
+    assert refusal is not None
+    assert refusal.startswith(
+        "group 'g' is committed to by a running sparkafka query (run r1, pid 42 on host-a"
+    )
+    assert "last commit 12 s ago" in refusal
+    assert refusal.endswith("or pass --force if it is already stopped")
+    assert running_query_refusal("g", {tp0: old}, now) is None  # stopped long ago
+    assert running_query_refusal("g", {tp0: "", tp1: "another tool's note"}, now) is None

@@ -56,10 +56,18 @@ def test_a_made_up_query_is_no_such_query_not_would_abort() -> None:
 
 
 def test_an_action_the_state_does_not_take_names_the_ones_it_does() -> None:
-    plan = plan_resolve(state(PENDING), "p", "q1", "mark-done")
-    assert plan.refusal == "cannot mark-done batch 4 of query q1: it is pending (allowed: commit, abort)"
     plan = plan_resolve(state(ABANDONED), "p", "q1", "rewrite")
     assert plan.refusal == "cannot rewrite batch 4 of query q1: it is abandoned (allowed: mark-done)"
+
+
+def test_a_pending_batch_takes_mark_done_or_rewrite_for_outcomes_nothing_can_give() -> None:
+    """Its transactions' ids expired and their markers are gone: the operator says what the output holds."""
+    done = plan_resolve(state(PENDING), "p", "q1", "mark-done")
+    assert done.refusal is None
+    assert done.effect.startswith("mark pending batch 4 of query q1: EndTxn(commit) for its 2 transactions")
+    assert done.effect.endswith("counted committed (its rows are taken to be in the output)")
+    rewrite = plan_resolve(state(PENDING), "p", "q1", "rewrite").effect
+    assert rewrite.endswith("counted not committed (Spark's replay writes its rows)")
 
 
 def test_partial_and_abandoned_effects_say_what_becomes_of_the_rows() -> None:

@@ -100,7 +100,7 @@ def _cmd_lag(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, interrupt)
     try:
         conf = _settings(args)
-        first = fetch_group_lag(conf, args.group, args.topic)
+        first = fetch_group_lag(conf, args.group, args.topic, metrics_file=args.metrics_file)
         if not first.has_commits:
             where = f" on topic {args.topic}" if args.topic else ""
             print(
@@ -111,7 +111,7 @@ def _cmd_lag(args: argparse.Namespace) -> int:
             return 1
         history = watch_lag(
             first,
-            lambda: fetch_group_lag(conf, args.group, args.topic),
+            lambda: fetch_group_lag(conf, args.group, args.topic, metrics_file=args.metrics_file),
             sys.stdout,
             interval_s=args.watch,
             count=args.count,
@@ -220,13 +220,35 @@ def _cmd_offsets(args: argparse.Namespace) -> int:
             position, rows = show_positions(conf, args.checkpoint, args.group)
             print(render_show(position, rows, args.group))
             return 0
+        if args.offsets_command == "replan":
+            return _replan(args, conf)
         plan = reset_group(
-            conf, args.group, parse_target(args.to), topics=args.topic or (), execute=args.execute
+            conf,
+            args.group,
+            parse_target(args.to),
+            topics=args.topic or (),
+            execute=args.execute,
+            force=args.force,
         )
         print(render_reset(plan))
     except SparkafkaError as e:
         print(f"sparkafka offsets: {e}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _replan(args: argparse.Namespace, conf: dict[str, str]) -> int:
+    from sparkafka.errors import ConfigError
+    from sparkafka.ops.replan import replan
+    from sparkafka.sink.txn_tool import read_prefix
+
+    plan = replan(args.checkpoint, read_prefix(conf, args.prefix), args.prefix, execute=args.execute)
+    if plan.refusal is not None:
+        raise ConfigError(plan.refusal)
+    if not args.execute:
+        print(f"would {plan.effect}; add --execute to do it", file=sys.stderr)
+        return 2
+    print(f"{plan.effect[0].upper()}{plan.effect[1:]}: done; restart the query")
     return 0
 
 
@@ -381,6 +403,12 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     )
     lag.add_argument("--count", type=int, help="with --watch: stop after this many readings")
     lag.add_argument("--plot", metavar="PNG", help="write a PNG of total lag over the watched period")
+    lag.add_argument(
+        "--metrics-file",
+        metavar="PATH",
+        help="the source's metricsFile option, if set: its event-time alignment is shown per partition "
+        "(default: the group's metrics file on this host, when the source aligns by event time)",
+    )
     lag.set_defaults(func=_cmd_lag)
 
     run = sub.add_parser(
@@ -418,8 +446,10 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     txn_resolve.add_argument(
         "action",
         choices=["commit", "abort", "mark-done", "rewrite"],
-        help="pending: commit or abort its transactions; partial: mark-done (the rest is not written) or "
-        "rewrite (the replay writes the whole batch again); abandoned: mark-done",
+        help="pending: commit or abort its transactions, or, when their outcome can be learned neither "
+        "from the broker nor from their markers, mark-done (count them committed) or rewrite (count them "
+        "not committed: the replay writes them); partial: mark-done (the rest is not written) or rewrite "
+        "(the replay writes the whole batch again); abandoned: mark-done",
     )
     txn_resolve.add_argument("--yes", action="store_true", help="do it (without: say what would be done)")
     txn.set_defaults(func=_cmd_txn)
@@ -453,6 +483,21 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
         help="every partition of this topic (repeatable; default: the partitions the group has committed)",
     )
     reset.add_argument("--execute", action="store_true", help="apply it (without: show what would be set)")
+    replan = offsets_sub.add_parser(
+        "replan",
+        help="plan a query's unfinished last batch again under its current options (a dry run unless "
+        "--execute); for a batch the exactly-once sink refused as too old to commit",
+    )
+    replan.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+    replan.add_argument("--checkpoint", required=True, metavar="DIR", help="the query's checkpoint directory")
+    replan.add_argument("--prefix", required=True, help="the exactly-once sink's transactionalIdPrefix")
+    replan.add_argument("--execute", action="store_true", help="do it (without: say what would be done)")
+    reset.add_argument(
+        "--force",
+        action="store_true",
+        help="with --execute: reset although a sparkafka query committed to the group in the last 10 "
+        "minutes (only when that query is known to be stopped)",
+    )
     offsets.set_defaults(func=_cmd_offsets)
 
     topics = sub.add_parser(

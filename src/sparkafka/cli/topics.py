@@ -264,18 +264,12 @@ def describe_topic(conf: Mapping[str, str], name: str, timeout_s: float = 30.0) 
 
 def _topic_configs(conf: Mapping[str, str], name: str, timeout_s: float) -> tuple[dict[str, str] | None, str]:
     """The configs set on the topic itself (DescribeConfigs), or None and why not."""
-    from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+    from confluent_kafka.admin import ConfigSource
 
     from sparkafka.client.conf import is_secret_key
 
-    admin = admin_client(conf)
-
-    def describe(left: float) -> Any:
-        futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, name)], request_timeout=left)
-        return next(iter(futures.values())).result(left)
-
     try:
-        entries = with_retries(f"describing the configs of {name}", conf, describe, timeout_s)
+        entries = AdminMetadata(conf, timeout_s).topic_config(name)
     except BrokerError as e:
         return None, f"the broker did not answer DescribeConfigs ({e.__cause__ or e})"
     own = ConfigSource.DYNAMIC_TOPIC_CONFIG.value

@@ -18,6 +18,7 @@ log start for every partition, with no warning (measured). Such a broker is refu
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from sparkafka.client.core import admin_client, with_retries
 from sparkafka.client.metadata import AdminMetadata
 from sparkafka.errors import ConfigError
 from sparkafka.ops.probes import Capability, probe_offsets_for_times
+from sparkafka.source.commits import LIVE_WINDOW_S, CommitMark
 from sparkafka.source.planning import offsets_from_json
 from sparkafka.structs import TopicPartition
 
@@ -43,6 +45,7 @@ __all__ = [
     "render_reset",
     "render_show",
     "reset_group",
+    "running_query_refusal",
     "show_positions",
 ]
 
@@ -274,7 +277,9 @@ def reset_group(
     *,
     topics: Iterable[str] = (),
     execute: bool = False,
+    force: bool = False,
     timeout_s: float = 30.0,
+    now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
 ) -> ResetPlan:
     """Plan (and with ``execute``, apply) moving ``group``'s committed offsets to ``target``.
 
@@ -283,8 +288,10 @@ def reset_group(
 
     Raises:
         ConfigError: nothing to reset, a topic that does not exist, ``execute`` while the group has
-            members (they would overwrite the new offsets with their own commits), or a timestamp target
-            on a broker whose timestamp lookups are wrong (``check_timestamp_lookups``).
+            members (they would overwrite the new offsets with their own commits), ``execute`` while a
+            sparkafka query commits to it (``running_query_refusal``; ``force`` skips that check, for a
+            query known to be stopped), or a timestamp target on a broker whose timestamp lookups are wrong
+            (``check_timestamp_lookups``).
     """
     meta = _plain(conf, timeout_s)
     warning = ""
@@ -317,10 +324,37 @@ def reset_group(
             f"group {group!r} is {state}{who}: offsets can only be reset while the group is inactive. "
             "Stop its consumers (or the query) first"
         )
+    if execute and not force:
+        refusal = running_query_refusal(group, meta.commit_metadata(group, tps), now_ms())
+        if refusal:
+            raise ConfigError(refusal)
     if execute:
         meta.alter_committed(group, new)
     rows = [(tp, committed.get(tp), new[tp]) for tp in tps]
     return ResetPlan(group, target, rows, state if active else None, execute, warning)
+
+
+def running_query_refusal(group: str, metadata: Mapping[TopicPartition, str], now_ms: int) -> str | None:
+    """Why a reset must wait: a sparkafka query committed to ``group`` within ``LIVE_WINDOW_S``; pure.
+
+    sparkafka queries commit without joining the group, so the group's state cannot show them: their
+    commits' metadata (``CommitMark``) does, and a query that stopped marks its last commit so. A query
+    that idles longer than the window reads the group again before its next commit and stops committing
+    if the offsets moved (``OffsetCommitter``).
+    """
+    marks = [m for m in (CommitMark.from_metadata(text) for text in metadata.values()) if m is not None]
+    if not marks:
+        return None
+    newest = max(marks, key=lambda m: m.at_ms)
+    age_s = max(0, now_ms - newest.at_ms) / 1000
+    if age_s >= LIVE_WINDOW_S or newest.stopped:
+        return None
+    return (
+        f"group {group!r} is committed to by a running sparkafka query (run {newest.run}, pid {newest.pid} "
+        f"on {newest.host}, last commit {age_s:.0f} s ago), which would overwrite a reset with its next "
+        "commit: stop the query first (a query that commits nothing for "
+        f"{LIVE_WINDOW_S / 60:.0f} minutes counts as stopped), or pass --force if it is already stopped"
+    )
 
 
 def render_show(position: CheckpointPosition, rows: list[PartitionPositions], group: str | None) -> str:

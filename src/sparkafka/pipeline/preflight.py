@@ -77,7 +77,7 @@ def preflight(cfg: PipelineConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> No
 
 
 class _ReadOnly:
-    """The pre-flight's stand-in for the committer's transaction ender and fencer: it acts on nothing."""
+    """The pre-flight's stand-in for the committer's ender, fencer and evidence: it acts on nothing."""
 
     def end(self, handle: Any, commit: bool) -> Any:
         raise RuntimeError("the pre-flight ends no transaction")
@@ -87,6 +87,12 @@ class _ReadOnly:
 
     def fence(self, transactional_id: str) -> None:
         raise RuntimeError("the pre-flight fences no transactional id")
+
+    def mark_positions(self, handles: Any) -> Any:
+        raise RuntimeError("the pre-flight writes no intent")
+
+    def find(self, handle: Any, intent_at_ms: int, now_ms: int) -> Any:
+        raise RuntimeError("the pre-flight decides no transaction")
 
 
 def check_prefix_owner(cfg: PipelineConfig, sink_topics: Mapping[str, int], *, intents: Any = None) -> None:
@@ -119,7 +125,10 @@ def check_prefix_owner(cfg: PipelineConfig, sink_topics: Mapping[str, int], *, i
     if query_id is None and not _new_local_checkpoint(cfg.checkpoint):
         return  # remote or unreadable: the sink's own check decides at commit, as it does in writer.py
     settings = CommitSettings(prefix, sink.transaction_timeout_ms, take_over=False)
-    committer = TwoPhaseCommitter(settings, intents, _ReadOnly(), _ReadOnly(), count=lambda *_, **__: None)
+    acts_on_nothing = _ReadOnly()
+    committer = TwoPhaseCommitter(
+        settings, intents, acts_on_nothing, acts_on_nothing, acts_on_nothing, count=lambda *_, **__: None
+    )
     try:
         committer.check_owner(intents.read(), query_id or "")
     except ConfigError as e:

@@ -45,6 +45,7 @@ from sparkafka.sink.txn_control import TxnHandle
 from sparkafka.structs import INTERNAL_TOPIC_PREFIX, TopicPartition
 
 __all__ = [
+    "WITNESS_PREFIX",
     "BatchState",
     "IntentLog",
     "IntentRecord",
@@ -52,6 +53,7 @@ __all__ = [
     "LogState",
     "fold",
     "intent_topic",
+    "witness_key",
 ]
 
 
@@ -66,10 +68,28 @@ T = TypeVar("T")
 BatchState = Literal["intent", "done", "abandoned", "partial", "claim"]
 _STATES: tuple[str, ...] = get_args(BatchState)
 
-TAIL = 256
-"""Records read from the end of the log: far more than the in-flight state of the prefix's one owner."""
+FOLD_MAX_AGE_S = 3600.0
+"""How long after its last read a process may go on from the log it folded, reading only what follows.
+
+Past it the log is folded again from its start: compaction removes a tombstone ``delete.retention.ms``
+(24 h by default) after cleaning it, so a key deleted after a fold that old could be missed.
+"""
 
 CLAIM_KEY = "#claim"
+
+WITNESS_PREFIX = b"#witness/"
+"""Keys of the records tasks write inside their transactions (``witness_key``); folding skips them."""
+
+
+def witness_key(query_id: str, task: int) -> bytes:
+    """The key of the witness record task ``task`` of ``query_id`` writes into its transaction.
+
+    Its COMMIT or ABORT marker in this log is the evidence ``sparkafka.sink.outcomes`` reads when the broker
+    cannot say what became of the transaction. One key per query and task: the record stays the newest of
+    its key until a later batch of the query commits, which happens only once this one is settled, so
+    compaction never removes it (nor its marker) while it may be needed.
+    """
+    return f"#witness/{query_id}/{task}".encode()
 
 
 def intent_topic(prefix: str) -> str:
@@ -94,6 +114,9 @@ class IntentRecord:
     """False for a batch write (``df.write``), whose key is deleted once the job is finished."""
     at_ms: int = 0
     """Wall-clock time of writing, in ms: shows when the owner of the prefix was last active."""
+    too_old: tuple[int, int] | None = None
+    """``abandoned`` because the batch was too old to commit: (its oldest transaction's age, the
+    ``transaction.timeout.ms`` it had), in ms. Nothing of it is visible; its replay has the same rows."""
 
     def key(self) -> bytes:
         """The record's Kafka key: the query id, or ``#claim`` for a claim."""
@@ -111,6 +134,8 @@ class IntentRecord:
             "streaming": self.streaming,
             "at": self.at_ms,
         }
+        if self.too_old is not None:
+            data["old"] = list(self.too_old)
         return json.dumps(data, sort_keys=True).encode()
 
     @classmethod
@@ -129,6 +154,7 @@ class IntentRecord:
             committed=tuple(TxnHandle.from_json(h) for h in data.get("committed", [])),
             streaming=bool(data.get("streaming", True)),
             at_ms=int(data.get("at", 0)),
+            too_old=(int(data["old"][0]), int(data["old"][1])) if data.get("old") else None,
         )
 
     def with_state(self, state: BatchState, **changes: Any) -> IntentRecord:
@@ -142,6 +168,10 @@ class LogState:
 
     latest: dict[str, IntentRecord] = field(default_factory=dict)
     tids_in_use: int = 0
+
+    def copy(self) -> LogState:
+        """A copy whose ``latest`` can be changed without changing this one (records are immutable)."""
+        return LogState(dict(self.latest), self.tids_in_use)
 
     @property
     def pending(self) -> list[IntentRecord]:
@@ -166,10 +196,17 @@ class LogState:
         return max(streaming, key=lambda r: r.at_ms) if streaming else None
 
 
-def fold(records: Iterable[tuple[bytes | None, IntentRecord | None]]) -> LogState:
-    """The state after ``(key, record)`` pairs in log order; a ``None`` record is a tombstone for its key."""
-    state = LogState()
+def fold(
+    records: Iterable[tuple[bytes | None, IntentRecord | None]], state: LogState | None = None
+) -> LogState:
+    """The state after ``(key, record)`` pairs in log order; a ``None`` record is a tombstone for its key.
+
+    With ``state`` (changed in place and returned), the records are those that follow what it folded.
+    """
+    state = LogState() if state is None else state
     for key, record in records:
+        if key is not None and key.startswith(WITNESS_PREFIX):
+            continue
         if record is None:
             if key is not None:
                 state.latest.pop(key.decode(), None)
@@ -193,6 +230,19 @@ class IntentWriteError(BrokerError):
 
 _ensured: set[tuple[str | None, str]] = set()
 """(bootstrap servers, topic) known to exist in this process: writers are made every micro-batch."""
+
+
+@dataclass(frozen=True)
+class _Folded:
+    """A log folded up to (not including) ``end``, at monotonic time ``at_s``."""
+
+    end: int
+    at_s: float
+    state: LogState
+
+
+_folded: dict[tuple[str | None, str], _Folded] = {}
+"""Per (bootstrap servers, topic), this process's last fold: the next read folds only what follows it."""
 
 
 def topic_settings(brokers: int) -> tuple[int, dict[str, str]]:
@@ -302,7 +352,15 @@ class IntentLog:
         return self._retry(f"reading the commit-intent topic {self.topic}", self._read_once, access)
 
     def _read_once(self, timeout_s: float) -> LogState:
-        """One read of the tail: up to ``TAIL`` records below the end, found before reading.
+        """One read: the whole log folded, from its start or from where this process folded it last.
+
+        Every record counts, however much was written after it: a query's newest record can sit below
+        hundreds of another query's (a prefix taken over), and deciding a replay or an owner from a tail
+        would then miss it. The log is compacted (about one record per query plus the active segment), and
+        a process keeps its fold (``_folded``) so that each later read fetches only the records appended
+        since: the planner and the sink runner read it at every batch. A fold is redone from the start when
+        it was last read more than ``FOLD_MAX_AGE_S`` ago, or when the log no longer holds its offsets (a
+        recreated topic).
 
         The end is ListOffsets(latest), the high watermark, which on Apache Kafka covers every record
         acknowledged with acks=all. Where that answer is wrong (tansu: it lags records another process has
@@ -311,16 +369,31 @@ class IntentLog:
         the end of the log is held for ``fetch.wait.max.ms`` (500 ms by default), and this runs several
         times per exactly-once batch.
         """
-        from confluent_kafka import KafkaException
-        from confluent_kafka import TopicPartition as CTopicPartition
-
         tp = TopicPartition(self.topic, 0)
         meta = AdminMetadata({**self._conf, "isolation.level": "read_uncommitted"}, timeout_s)
         end = meta.latest([tp])[tp]
-        start = max(meta.earliest([tp])[tp], end - TAIL)
+        earliest = meta.earliest([tp])[tp]
+        key = (self._conf.get("bootstrap.servers"), self.topic)
+        last = _folded.get(key)
+        now = time.monotonic()
+        if last is not None and earliest <= last.end <= end and now - last.at_s < FOLD_MAX_AGE_S:
+            start, state = last.end, last.state.copy()
+        else:
+            start, state = earliest, LogState()
+        fold(self._records(start, end, timeout_s), state)
+        _folded[key] = _Folded(end, now, state.copy())
+        return state
+
+    def _records(
+        self, start: int, end: int, timeout_s: float
+    ) -> list[tuple[bytes | None, IntentRecord | None]]:
+        """The (key, record) pairs at offsets ``start`` .. ``end - 1`` (compaction may have removed some)."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka import TopicPartition as CTopicPartition
+
         records: list[tuple[bytes | None, IntentRecord | None]] = []
         if end <= start:
-            return fold(records)
+            return records
         consumer = new_consumer(
             {
                 **self._conf,
@@ -345,15 +418,16 @@ class IntentLog:
                         raise KafkaException(msg.error())
                     if msg.offset() >= end:
                         continue
-                    value = msg.value()
-                    records.append((msg.key(), IntentRecord.from_json(value) if value else None))
+                    key, value = msg.key(), msg.value()
+                    if key is None or not key.startswith(WITNESS_PREFIX):  # tasks' witnesses: not states
+                        records.append((key, IntentRecord.from_json(value) if value else None))
                     position = max(position, msg.offset() + 1)
-                if not msgs:  # offsets without a record to show (none expected: no transactions here)
+                if position < end:  # offsets with no record to show: the markers of tasks' transactions
                     (now,) = consumer.position([CTopicPartition(self.topic, 0)])
                     position = max(position, now.offset)
         finally:
             consumer.close()
-        return fold(records)
+        return records
 
     def _where(self) -> str:
         return " " + against_servers(self._conf)
@@ -366,9 +440,12 @@ class IntentLog:
         """
         self._produce(record.key(), record.to_json(), f"{record.state} of batch {record.batch_id}")
 
-    def forget(self, query_id: str) -> None:
-        """Delete a finished batch write's key (a tombstone; compaction drops both)."""
+    def forget(self, query_id: str, tasks: Iterable[int] = ()) -> None:
+        """Delete a finished batch write's key and its tasks' witness keys (tombstones; compaction drops
+        each with what it deletes)."""
         self._produce(query_id.encode(), None, f"the tombstone of {query_id}")
+        for task in tasks:
+            self._produce(witness_key(query_id, task), None, f"the tombstone of {query_id}'s task {task}")
 
     def _produce(self, key: bytes, value: bytes | None, what: str) -> None:
         # Not an idempotent producer: its producer-id handshake costs about 0.5 s per producer on some

@@ -23,9 +23,10 @@ from sparkafka.client.core import cached, new_producer, with_retries
 from sparkafka.client.security import Access, denied_by
 from sparkafka.errors import AuthorizationError, BrokerError
 from sparkafka.sink.identity import open_transactional_producer
+from sparkafka.sink.intents import intent_topic, witness_key
 from sparkafka.sink.options import InputColumns, SinkOptions
 from sparkafka.sink.routing import Router
-from sparkafka.sink.txn_control import TxnHandle
+from sparkafka.sink.txn_control import MarkerProbe, TxnHandle
 
 __all__ = ["TaskResult", "transactional_id", "write_task"]
 
@@ -153,83 +154,103 @@ def _produce_simple(producer: Any, topic: str, values: list[Any], keys: list[Any
             producer.poll(0)
 
 
-def _produce_batch(
-    producer: Any, batch: pa.RecordBatch, options: SinkOptions, columns: InputColumns, router: Router
-) -> int:
-    from confluent_kafka import KafkaException
-
-    try:
-        return _produce_rows(producer, batch, options, columns, router)
-    except KafkaException as e:
-        error = e.args[0] if e.args else e
-        hint = _TOO_LARGE_HINT if getattr(error, "name", lambda: "")() == "MSG_SIZE_TOO_LARGE" else ""
-        raise BrokerError(f"producing to {options.topic or 'the topic column'} failed: {error}{hint}") from e
-
-
 def _sizes(values: pa.Array) -> Any:
     """Byte length of each value (0 for null), for the sticky partitioner: a numpy array, no Python ints."""
     return pc.fill_null(pc.binary_length(values), 0).to_numpy(zero_copy_only=False)
 
 
-def _produce_rows(
-    producer: Any, batch: pa.RecordBatch, options: SinkOptions, columns: InputColumns, router: Router
-) -> int:
-    n = batch.num_rows
-    if n == 0:
-        return 0
-    names = [name.lower() for name in batch.schema.names]
-    col = {name: batch.column(i) for i, name in enumerate(names)}
-    values = col["value"].to_pylist()
-    # Arrow's string -> binary cast is the UTF-8 encoding Java's StringSerializer uses, without a Python loop.
-    keys: list[Any] = col["key"].cast(pa.binary()).to_pylist() if columns.key else [None] * n
-    parts: list[Any] = col["partition"].to_pylist() if columns.partition else [None] * n
-    stamps = pc.divide(col["timestamp"].cast(pa.int64()), 1000).to_pylist() if columns.timestamp else None
-    headers = col["headers"].to_pylist() if columns.headers else None
-    if stamps is None and headers is None and not columns.topic:
-        topic = options.topic
-        assert topic is not None
-        if not columns.partition:
-            parts = router.partitions(topic, keys, _sizes(col["value"]))
-        elif None in parts:
-            rows = zip(parts, keys, _sizes(col["value"]), strict=True)
-            parts = [p if p is not None else router.partition(topic, k, s) for p, k, s in rows]
-        _produce_simple(producer, topic, values, keys, parts)
-        return int(n)
-    topics = col["topic"].to_pylist() if columns.topic else [options.topic] * n
-    for i in range(n):
-        topic = topics[i] or options.topic
-        if topic is None:
-            raise BrokerError("a row has a null topic and the sink has no option topic")
-        value, key = values[i], keys[i]
-        partition = parts[i]
-        if partition is None:
-            size = len(value) if value is not None else 0
-            partition = router.partition(topic, key, size)
-        kwargs: dict[str, Any] = {"key": key, "partition": partition}
-        if stamps is not None and stamps[i] is not None:
-            kwargs["timestamp"] = stamps[i]
-        if headers is not None and headers[i]:
-            kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
-        _produce(producer, topic, value, **kwargs)
-        if i % 10_000 == 9_999:
-            producer.poll(0)
-    return int(n)
+class _Output:
+    """One task's producing: where its rows go, and how many went."""
+
+    def __init__(self, producer: Any, options: SinkOptions, columns: InputColumns, task: int) -> None:
+        self.producer = producer
+        self.options = options
+        self.columns = columns
+        self.router = Router(options.partitioner, task, _counts(producer, options))
+        self.records = 0
+
+    def produce_all(self, batches: Iterator[pa.RecordBatch]) -> int:
+        """Produce every batch's rows; the number of records produced."""
+        from confluent_kafka import KafkaException
+
+        for batch in batches:
+            try:
+                self._produce_rows(batch)
+            except KafkaException as e:
+                error = e.args[0] if e.args else e
+                hint = _TOO_LARGE_HINT if getattr(error, "name", lambda: "")() == "MSG_SIZE_TOO_LARGE" else ""
+                where = self.options.topic or "the topic column"
+                raise BrokerError(f"producing to {where} failed: {error}{hint}") from e
+        return self.records
+
+    def _produce_rows(self, batch: pa.RecordBatch) -> None:
+        n = batch.num_rows
+        if n == 0:
+            return
+        producer, options, columns, router = self.producer, self.options, self.columns, self.router
+        names = [name.lower() for name in batch.schema.names]
+        col = {name: batch.column(i) for i, name in enumerate(names)}
+        values = col["value"].to_pylist()
+        # Arrow's string -> binary cast is the UTF-8 encoding Java's StringSerializer uses, without a loop.
+        keys: list[Any] = col["key"].cast(pa.binary()).to_pylist() if columns.key else [None] * n
+        parts: list[Any] = col["partition"].to_pylist() if columns.partition else [None] * n
+        stamps = pc.divide(col["timestamp"].cast(pa.int64()), 1000).to_pylist() if columns.timestamp else None
+        headers = col["headers"].to_pylist() if columns.headers else None
+        if stamps is None and headers is None and not columns.topic:
+            topic = options.topic
+            assert topic is not None
+            if not columns.partition:
+                parts = router.partitions(topic, keys, _sizes(col["value"]))
+            elif None in parts:
+                rows = zip(parts, keys, _sizes(col["value"]), strict=True)
+                parts = [p if p is not None else router.partition(topic, k, s) for p, k, s in rows]
+            _produce_simple(producer, topic, values, keys, parts)
+            self.records += n
+            return
+        topics = col["topic"].to_pylist() if columns.topic else [options.topic] * n
+        for i in range(n):
+            topic = topics[i] or options.topic
+            if topic is None:
+                raise BrokerError("a row has a null topic and the sink has no option topic")
+            value, key = values[i], keys[i]
+            partition = parts[i]
+            if partition is None:
+                size = len(value) if value is not None else 0
+                partition = router.partition(topic, key, size)
+            kwargs: dict[str, Any] = {"key": key, "partition": partition}
+            if stamps is not None and stamps[i] is not None:
+                kwargs["timestamp"] = stamps[i]
+            if headers is not None and headers[i]:
+                kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
+            _produce(producer, topic, value, **kwargs)
+            if i % 10_000 == 9_999:
+                producer.poll(0)
+        self.records += n
 
 
 def write_task(
-    options: SinkOptions, columns: InputColumns, batches: Iterator[pa.RecordBatch], task: int
+    options: SinkOptions,
+    columns: InputColumns,
+    batches: Iterator[pa.RecordBatch],
+    task: int,
+    query_id: str = "",
 ) -> TaskResult:
-    """Write one task's rows; see the module docstring for what each delivery guarantee does."""
+    """Write one task's rows; see the module docstring for what each delivery guarantee does.
+
+    Under exactly_once the transaction also carries one witness record into the prefix's intent log
+    (``intents.witness_key``): its marker there is what the driver reads when the broker cannot say what
+    became of the transaction (``sparkafka.sink.outcomes``).
+    """
     if options.delivery != "exactly_once":
         producer, delivery = _plain_producer(options.kafka)
-        router = Router(options.partitioner, task, _counts(producer, options))
-        count = sum(_produce_batch(producer, b, options, columns, router) for b in batches)
+        count = _Output(producer, options, columns, task).produce_all(batches)
         if options.delivery == "at_least_once":
             _flush(producer, delivery)
         return TaskResult(task, count)
 
     assert options.transactional_id_prefix is not None
     tid = transactional_id(options.transactional_id_prefix, task)
+    witness = MarkerProbe(intent_topic(options.transactional_id_prefix), 0)
     delivery = _Delivery(options.kafka)
     result = TaskResult(task, 0)
     producer, pid, epoch = open_transactional_producer(
@@ -240,8 +261,9 @@ def write_task(
     )
     try:
         producer.begin_transaction()
-        router = Router(options.partitioner, task, _counts(producer, options))
-        result.records = sum(_produce_batch(producer, b, options, columns, router) for b in batches)
+        result.records = _Output(producer, options, columns, task).produce_all(batches)
+        if result.records:
+            _produce(producer, witness.topic, b"{}", key=witness_key(query_id, task), partition=0)
         _flush(producer, delivery)
     except BaseException:
         # Closed here, not left to the traceback: a producer kept alive finishes its abort in the background
@@ -262,7 +284,7 @@ def write_task(
         producer.abort_transaction(30)  # nothing to commit; leave no open transaction behind
         producer.close()
         return result
-    result.handle = TxnHandle(tid, pid, epoch, result.records, task)
+    result.handle = TxnHandle(tid, pid, epoch, result.records, task, witness)
     # Released without close(): the flushed transaction stays open for the driver's commit.
     del producer
     return result

@@ -44,10 +44,11 @@ from sparkafka.errors import BrokerError, ConfigError, TransactionError
 from sparkafka.metrics_files import add_counts, default_metrics_path, query_sink_path
 from sparkafka.sink.faults import fault_point
 from sparkafka.sink.identity import open_transactional_producer
-from sparkafka.sink.intents import IntentLog, IntentRecord, IntentWriteError, LogState
+from sparkafka.sink.intents import BatchState, IntentLog, IntentRecord, IntentWriteError, LogState
 from sparkafka.sink.options import SinkOptions
+from sparkafka.sink.outcomes import DataEvidence, Finding, KafkaEvidence
 from sparkafka.sink.task import TaskResult, transactional_id
-from sparkafka.sink.txn_control import TxnController, TxnHandle, TxnOutcome
+from sparkafka.sink.txn_control import EndAnswer, TxnController, TxnHandle, TxnOutcome
 
 __all__ = [
     "CommitSettings",
@@ -76,16 +77,16 @@ class IntentStore(Protocol):
         """Write ``record`` durably before returning; ``IntentWriteError`` if it may not be written."""
         ...
 
-    def forget(self, query_id: str) -> None:
-        """Delete the key of ``query_id``, a finished batch write (a tombstone)."""
+    def forget(self, query_id: str, tasks: Iterable[int] = ()) -> None:
+        """Delete the key of ``query_id``, a finished batch write, and its tasks' witnesses (tombstones)."""
         ...
 
 
 class TxnEnder(Protocol):
-    """Ends transactions by handle (``TxnController``); ``end`` returns what became of the transaction."""
+    """Ends transactions by handle (``TxnController``); ``end`` returns what the answer says."""
 
-    def end(self, handle: TxnHandle, commit: bool) -> TxnOutcome:
-        """Send EndTxn(commit or abort) for ``handle``'s transaction; what became of it."""
+    def end(self, handle: TxnHandle, commit: bool) -> EndAnswer:
+        """Send EndTxn(commit or abort) for ``handle``'s transaction; its outcome, or fenced/forgotten."""
         ...
 
     def close(self) -> None:
@@ -109,6 +110,10 @@ class CommitSettings:
     transaction_timeout_ms: int
     take_over: bool = False
     """``takeOverTransactionalIdPrefix``: take the prefix from a live owner."""
+    servers: str = "HOST:PORT"
+    """The bootstrap servers, for the ``sparkafka txn`` commands errors name."""
+    checkpoint: str | None = None
+    """The streaming query's checkpointLocation, when the sink was given it (for ``offsets replan``)."""
 
 
 def timeout_margin_ms(timeout_ms: int) -> int:
@@ -133,6 +138,7 @@ class TwoPhaseCommitter:
         store: IntentStore,
         ender: TxnEnder,
         fencer: Fencer,
+        evidence: DataEvidence,
         *,
         clock: Callable[[], int] = _wall_ms,
         faults: Callable[[str], None] = fault_point,
@@ -148,6 +154,7 @@ class TwoPhaseCommitter:
         self._store = store
         self._ender = ender
         self._fencer = fencer
+        self._evidence = evidence
         self._clock = clock
         self._faults = faults
         self._count = count or _MetricsCounter(settings.prefix)
@@ -157,9 +164,18 @@ class TwoPhaseCommitter:
         """The committer over the real intent log, EndTxn client and fencer."""
         assert options.transactional_id_prefix is not None
         prefix = options.transactional_id_prefix
-        settings = CommitSettings(prefix, options.transaction_timeout_ms, options.take_over_prefix)
-        store = IntentLog(options.kafka, prefix, options.metadata_timeout_ms / 1000)
-        return cls(settings, store, _KafkaEnder(options), _ProducerFencer(options))
+        servers = options.kafka.get("bootstrap.servers", "")
+        settings = CommitSettings(
+            prefix,
+            options.transaction_timeout_ms,
+            options.take_over_prefix,
+            servers,
+            options.checkpoint_location,
+        )
+        timeout_s = options.metadata_timeout_ms / 1000
+        store = IntentLog(options.kafka, prefix, timeout_s)
+        evidence = KafkaEvidence(options.kafka, timeout_s)
+        return cls(settings, store, _KafkaEnder(options), _ProducerFencer(options), evidence)
 
     # -- recovery ------------------------------------------------------------------------------------
 
@@ -253,18 +269,19 @@ class TwoPhaseCommitter:
             committed = prior.committed if prior is not None and prior.state == "partial" else ()
             if committed:
                 handles = self._skip_committed(query_id, batch_id, committed, results)
-            self._refuse_if_old(query_id, batch_id, [r for r in results if r.handle in handles])
             tids = len(results)
+            positioned = self._evidence.mark_positions(handles)  # before the age check: it takes time
             intent = IntentRecord(
                 query_id,
                 batch_id,
                 "intent",
-                tuple(handles),
+                positioned,
                 max(tids, state.tids_in_use),
                 committed,
                 streaming,
                 self._clock(),
             )
+            self._refuse_if_old(intent, [r for r in results if r.handle in handles])
             self._append_intent(intent)
             self._faults("after_intent")
             if handles:
@@ -317,7 +334,7 @@ class TwoPhaseCommitter:
         try:
             record = self._store.read().latest.get(query_id)
             allowed: dict[str, tuple[ResolveAction, ...]] = {
-                "intent": ("commit", "abort"),
+                "intent": ("commit", "abort", "mark-done", "rewrite"),
                 "partial": ("mark-done", "rewrite"),
                 "abandoned": ("mark-done",),
             }
@@ -330,6 +347,12 @@ class TwoPhaseCommitter:
                 )
             if action in ("commit", "abort"):
                 return self._record_outcome(record, self._end_all(record, commit=action == "commit"))
+            if record.state == "intent":  # outcomes the broker and the data cannot give: the operator's
+                assume: TxnOutcome = "committed" if action == "mark-done" else "aborted"
+                settled = self._record_outcome(record, self._end_all(record, True, assume=assume))
+                if action == "rewrite" or settled.state == "done":
+                    return settled
+                record = settled
             if action == "mark-done":
                 done = record.with_state("done", handles=(), at_ms=self._clock())
             else:
@@ -342,21 +365,75 @@ class TwoPhaseCommitter:
     # -- steps -----------------------------------------------------------------------------------------
 
     def _end_all(
-        self, intent: IntentRecord, commit: bool, pause_after_first: bool = False
+        self,
+        intent: IntentRecord,
+        commit: bool,
+        pause_after_first: bool = False,
+        assume: TxnOutcome | None = None,
     ) -> dict[TxnHandle, TxnOutcome]:
+        """EndTxn for each of the intent's transactions, and what became of each.
+
+        An answer that cannot say (fenced, forgotten) is decided from the transaction's markers; when they
+        cannot say either, ``assume`` is taken (an operator's ``txn resolve`` decision), or the batch stays
+        pending and TransactionError names the commands that decide it.
+        """
         outcomes: dict[TxnHandle, TxnOutcome] = {}
         for i, handle in enumerate(intent.handles):
             try:
-                outcomes[handle] = self._ender.end(handle, commit)
+                answer = self._ender.end(handle, commit)
             except TransactionError as e:
                 raise TransactionError(
                     f"{e}; batch {intent.batch_id} of query {intent.query_id} stays pending: its outcome is "
                     "learned when this EndTxn is answered (the next writer retries it), or decided with "
-                    f"`sparkafka txn resolve --prefix {self._prefix}`"
+                    f"`sparkafka txn resolve --bootstrap-servers {self._settings.servers} --prefix "
+                    f"{self._prefix} --query {intent.query_id} ACTION`"
                 ) from e
+            outcomes[handle] = self._settle(intent, handle, answer, assume)
             if pause_after_first and i == 0:
                 self._faults("after_first_txn")
         return outcomes
+
+    def _settle(
+        self, intent: IntentRecord, handle: TxnHandle, answer: EndAnswer, assume: TxnOutcome | None
+    ) -> TxnOutcome:
+        """The outcome an EndTxn answer gives, asking the markers (``outcomes``) when it cannot say."""
+        if answer in ("committed", "aborted"):
+            return answer
+        if handle.probe is not None and handle.probe.offset >= 0:
+            finding = self._evidence.find(handle, intent.at_ms, self._clock())
+        elif answer == "fenced":
+            # An intent written before handles carried probes: the rule of those versions (exact unless an
+            # InitProducerId ran on the id after the transaction ended).
+            return "aborted"
+        else:
+            finding = Finding(None, "the intent was written before sparkafka recorded where markers are")
+        if finding.outcome is not None:
+            return finding.outcome
+        if finding.retry:  # the data could not be read now: the next writer asks again
+            raise TransactionError(
+                f"batch {intent.batch_id} of query {intent.query_id} stays pending: the outcome of its "
+                f"transaction {handle.transactional_id} is read from its marker, and {finding.why}; the "
+                "next writer of the prefix tries again"
+            )
+        if assume is not None:
+            log.warning("transaction %s counted %s by the operator: %s", handle, assume, finding.why)
+            return assume
+        reason = (
+            "its id expired (INVALID_PRODUCER_ID_MAPPING: transactional.id.expiration.ms passed)"
+            if answer == "forgotten"
+            else "its epoch was bumped since (PRODUCER_FENCED)"
+        )
+        command = (
+            f"sparkafka txn resolve --bootstrap-servers {self._settings.servers} --prefix {self._prefix} "
+            f"--query {intent.query_id}"
+        )
+        raise TransactionError(
+            f"batch {intent.batch_id} of query {intent.query_id} stays pending: the outcome of its "
+            f"transaction {handle.transactional_id} (producer id {handle.producer_id}, epoch "
+            f"{handle.epoch}) cannot be learned, since the broker cannot say ({reason}) and the data cannot "
+            f"either ({finding.why}); if the batch's rows are in the output run `{command} mark-done "
+            f"--yes`, if they are not run `{command} rewrite --yes` (Spark's replay then writes them)"
+        )
 
     def _record_outcome(
         self, intent: IntentRecord, outcomes: dict[TxnHandle, TxnOutcome], tids_in_use: int | None = None
@@ -377,7 +454,7 @@ class TwoPhaseCommitter:
         )
         if not record.streaming and state != "partial":
             try:
-                self._store.forget(record.query_id)
+                self._store.forget(record.query_id, sorted({h.task for h in intent.handles}))
             except BrokerError as e:  # the intent stays pending: a later recovery resolves it again
                 log.warning("could not delete the finished batch write's record: %s", e)
         else:
@@ -448,10 +525,17 @@ class TwoPhaseCommitter:
         )
         return [h for h in handles if h.task not in tasks]
 
-    def _refuse_if_old(self, query_id: str, batch_id: int, results: Sequence[TaskResult]) -> None:
-        """Abort and fail a batch whose oldest transaction (of ``results``, the ones to commit) is too old."""
+    def _refuse_if_old(self, intent: IntentRecord, results: Sequence[TaskResult]) -> None:
+        """Abort and fail a batch whose oldest transaction (of ``results``, the ones to commit) is too old.
+
+        ``intent`` is the intent that would be written. A streaming batch's refusal is recorded: as
+        ``abandoned`` with ``too_old``, or, for a partial batch's replay, as ``partial`` still naming the
+        tasks whose rows are visible. ``sparkafka txn list`` shows it, and ``sparkafka offsets replan`` takes
+        an abandoned one as proof that nothing of the batch is visible.
+        """
         if not results:
             return
+        batch_id, query_id = intent.batch_id, intent.query_id
         timeout = self._settings.transaction_timeout_ms
         margin = timeout_margin_ms(timeout)
         age = self._clock() - min(r.started_ms for r in results)
@@ -466,13 +550,37 @@ class TwoPhaseCommitter:
             return
         handles = [r.handle for r in results if r.handle is not None]
         self._abort_quietly(query_id, handles, f"batch {batch_id} is too old to commit safely")
+        state: BatchState = "partial" if intent.committed else "abandoned"
+        if intent.streaming:
+            refusal = intent.with_state(state, handles=(), at_ms=self._clock(), too_old=(age, timeout))
+            try:
+                self._store.append(refusal)
+            except BrokerError as e:  # the replay then runs and is refused again, later: nothing is lost
+                log.warning("could not record that batch %d was too old to commit: %s", batch_id, e)
+        if intent.committed:
+            tasks = ", ".join(str(h.task) for h in intent.committed)
+            rows = sum(h.records for h in intent.committed)
+            visible = f"the rows of tasks {tasks} ({rows} records) stay visible and the others' are not"
+        else:
+            visible = "nothing of the batch is visible"
         raise TransactionError(
             f"batch {batch_id} of query {query_id} was not committed: its oldest transaction is "
             f"{age / 1000:.1f} s old, past {(timeout - margin) / 1000:.1f} s (kafka.transaction.timeout.ms="
             f"{timeout} less a margin of {margin / 1000:.0f} s), so the broker could abort it while the "
-            "commit runs. Its transactions were aborted and nothing of the batch is visible; Spark "
-            "replays it on restart. Make batches shorter (maxRecordsPerTrigger, no more tasks than "
-            "cores) or raise kafka.transaction.timeout.ms, up to the broker's transaction.max.timeout.ms"
+            f"commit runs; its transactions were aborted and {visible}. " + self._too_old_remedies(batch_id)
+        )
+
+    def _too_old_remedies(self, batch_id: int) -> str:
+        """What makes a batch that was too old to commit go through: only what works for its replay."""
+        checkpoint = self._settings.checkpoint or "CHECKPOINT"
+        return (
+            f"Spark replays batch {batch_id} with the same rows, so either raise "
+            "kafka.transaction.timeout.ms (up to the broker's transaction.max.timeout.ms, 15 minutes "
+            "unless raised), or give the query "
+            "as many cores as the batch has tasks, or plan the batch again smaller: set "
+            "maxOffsetsPerTrigger on the source, then run `sparkafka offsets replan --checkpoint "
+            f"{checkpoint} --bootstrap-servers {self._settings.servers} --prefix {self._prefix} --execute` "
+            "before restarting"
         )
 
     def _append_intent(self, intent: IntentRecord) -> None:
@@ -542,7 +650,7 @@ class _KafkaEnder:
         self._conf = options.kafka
         self._controller: TxnController | None = None
 
-    def end(self, handle: TxnHandle, commit: bool) -> TxnOutcome:
+    def end(self, handle: TxnHandle, commit: bool) -> EndAnswer:
         if self._controller is None:
             self._controller = TxnController(self._conf)
         return self._controller.end(handle, commit)

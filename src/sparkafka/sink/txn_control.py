@@ -6,8 +6,8 @@ transaction coordinator, which then writes the COMMIT/ABORT markers: Flink's rec
 
 Each EndTxn answer says what became of the transaction (``classify``): the driver records that outcome
 instead of failing on it, so a transaction the broker aborted (timeout, fencing) never wedges a query.
-The answer is exact only while no InitProducerId has bumped the id's epoch since the transaction was
-flushed; the sink keeps it so (recovery runs before a batch's tasks open transactions).
+Where the answer cannot say (the id's epoch was bumped since, or the id expired), the transaction's
+markers in the output decide (``sparkafka.sink.outcomes``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from sparkafka.client.conf import against_servers
@@ -23,7 +23,7 @@ from sparkafka.client.core import new_kafka_python_client
 from sparkafka.client.security import Access, denied
 from sparkafka.errors import AuthorizationError, TransactionError
 
-__all__ = ["TxnController", "TxnHandle", "TxnOutcome", "classify"]
+__all__ = ["EndAnswer", "MarkerProbe", "TxnController", "TxnHandle", "TxnOutcome", "classify"]
 
 log = logging.getLogger(__name__)
 
@@ -38,79 +38,117 @@ _RETRIABLE = {
 }
 _INVALID_PRODUCER_EPOCH = 47
 _INVALID_TXN_STATE = 48
+_INVALID_PRODUCER_ID_MAPPING = 49
 _PRODUCER_FENCED = 90
 _TXN_ID_AUTHORIZATION_FAILED = 53
 _NAMES = {
     _INVALID_PRODUCER_EPOCH: "INVALID_PRODUCER_EPOCH",
     _INVALID_TXN_STATE: "INVALID_TXN_STATE",
-    49: "INVALID_PRODUCER_ID_MAPPING",
+    _INVALID_PRODUCER_ID_MAPPING: "INVALID_PRODUCER_ID_MAPPING",
     _TXN_ID_AUTHORIZATION_FAILED: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
     _PRODUCER_FENCED: "PRODUCER_FENCED",
 }
 
 TxnOutcome = Literal["committed", "aborted"]
+EndAnswer = Literal["committed", "aborted", "fenced", "forgotten"]
+"""What an EndTxn answer says: an outcome, or ``fenced`` / ``forgotten`` when only the data can tell."""
 
 
-def classify(code: int, commit: bool) -> TxnOutcome | None:
-    """What an EndTxn answer says became of the transaction; None when it says nothing sure.
+def classify(code: int, commit: bool) -> EndAnswer | None:
+    """What an EndTxn answer says became of the transaction; None when it says nothing at all.
 
     Apache Kafka's coordinator (``TransactionCoordinator.handleEndTransaction``), for the pid and epoch the
     transaction was written with:
 
-    ======================== ======================== =========================================
-    answer                   to EndTxn(commit)        to EndTxn(abort)
-    ======================== ======================== =========================================
-    NONE                     committed (now, or a     aborted (now, or a repeated abort)
-                             repeated commit)
-    PRODUCER_FENCED /        aborted: the epoch was   aborted: likewise
-    INVALID_PRODUCER_EPOCH   bumped by a timeout
-                             abort (or a newer
-                             InitProducerId) while
-                             the transaction was open
-    INVALID_TXN_STATE        aborted (CompleteAbort)  committed (CompleteCommit)
-    anything else            unknown                  unknown
-    ======================== ======================== =========================================
+    ============================ ======================== =========================================
+    answer                       to EndTxn(commit)        to EndTxn(abort)
+    ============================ ======================== =========================================
+    NONE                         committed (now, or a     aborted (now, or a repeated abort)
+                                 repeated commit)
+    INVALID_TXN_STATE            aborted (CompleteAbort)  committed (CompleteCommit)
+    PRODUCER_FENCED /            fenced: the epoch was bumped since, by a timeout abort (aborted) or
+    INVALID_PRODUCER_EPOCH       by an InitProducerId after the transaction ended (either outcome)
+    INVALID_PRODUCER_ID_MAPPING  forgotten: the coordinator no longer knows the id (expired)
+    anything else                nothing sure (an error)
+    ============================ ======================== =========================================
 
-    The fenced rows hold while no InitProducerId ran on the id after the transaction ended (an
-    InitProducerId bumps the epoch of a committed transaction's id too); the sink orders its steps so.
+    ``fenced`` and ``forgotten`` are decided from the transaction's markers (``sparkafka.sink.outcomes``).
     """
     if code == _NONE:
         return "committed" if commit else "aborted"
     if code in (_PRODUCER_FENCED, _INVALID_PRODUCER_EPOCH):
-        return "aborted"
+        return "fenced"
+    if code == _INVALID_PRODUCER_ID_MAPPING:
+        return "forgotten"
     if code == _INVALID_TXN_STATE:
         return "aborted" if commit else "committed"
     return None
 
 
 @dataclass(frozen=True)
+class MarkerProbe:
+    """Where a transaction's COMMIT or ABORT marker is to be looked for: a partition it wrote to, from an
+    offset its marker cannot precede (``-1``: not known yet)."""
+
+    topic: str
+    partition: int
+    offset: int = -1
+
+    def to_json(self) -> list[Any]:
+        """``[topic, partition, offset]``."""
+        return [self.topic, self.partition, self.offset]
+
+
+@dataclass(frozen=True)
 class TxnHandle:
-    """What the driver needs to finish a task's transaction; travels in the commit message and intent."""
+    """What the driver needs to finish a task's transaction; travels in the commit message and intent.
+
+    Two handles are the same transaction when their transactional id, producer id and epoch are: the other
+    fields describe it (the probe's offset is filled in by the driver before the intent is written).
+    """
 
     transactional_id: str
     producer_id: int
     epoch: int
-    records: int = 0
+    records: int = field(default=0, compare=False)
     """Records the task produced into the transaction."""
-    task: int = 0
+    task: int = field(default=0, compare=False)
     """The Spark task (partition) index that wrote it: ``<prefix>-<task>`` is its transactional id."""
+    probe: MarkerProbe | None = field(default=None, compare=False)
+    """Where its marker will be (``sparkafka.sink.outcomes``); None in intents written before it existed."""
 
     def to_json(self) -> dict[str, Any]:
         """The handle as a JSON-ready dict with short keys (``from_json`` reads it back)."""
-        return {
+        data: dict[str, Any] = {
             "tid": self.transactional_id,
             "pid": self.producer_id,
             "epoch": self.epoch,
             "n": self.records,
             "task": self.task,
         }
+        if self.probe is not None:
+            data["probe"] = self.probe.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TxnHandle:
         """A handle from ``to_json``'s dict; an old one without ``task`` takes it from the id's suffix."""
         tid = str(data["tid"])
         task = data.get("task", tid.rpartition("-")[2])  # records written before "task" was stored
-        return cls(tid, int(data["pid"]), int(data["epoch"]), int(data.get("n", 0)), int(task))
+        probe = data.get("probe")
+        return cls(
+            tid,
+            int(data["pid"]),
+            int(data["epoch"]),
+            int(data.get("n", 0)),
+            int(task),
+            MarkerProbe(str(probe[0]), int(probe[1]), int(probe[2])) if probe else None,
+        )
+
+    def with_probe_offset(self, offset: int) -> TxnHandle:
+        """This handle with its probe's offset set (it must have a probe)."""
+        assert self.probe is not None
+        return replace(self, probe=replace(self.probe, offset=offset))
 
 
 class TxnController:
@@ -141,14 +179,14 @@ class TxnController:
         """Close the network client, whether or not the block raised."""
         self.close()
 
-    def end(self, handle: TxnHandle, commit: bool) -> TxnOutcome:
-        """Send EndTxn(commit or abort) for one transaction and say what became of it (``classify``).
+    def end(self, handle: TxnHandle, commit: bool) -> EndAnswer:
+        """Send EndTxn(commit or abort) for one transaction and say what the answer says (``classify``).
 
         Retriable answers and connection failures are retried until the timeout.
 
         Raises:
-            TransactionError: the answer says nothing sure (e.g. INVALID_PRODUCER_ID_MAPPING, an
-                authorization failure), or no answer came in time.
+            TransactionError: the answer says nothing (e.g. an authorization failure), or no answer came
+                in time.
         """
         return self._end_one(handle, commit)
 
@@ -164,7 +202,7 @@ class TxnController:
             raise _RetryError(f"FindCoordinator error {response.error_code}")
         return self._client.cluster.add_coordinator(response, 1, transactional_id)
 
-    def _end_one(self, handle: TxnHandle, commit: bool) -> TxnOutcome:
+    def _end_one(self, handle: TxnHandle, commit: bool) -> EndAnswer:
         from kafka.protocol.producer import EndTxnRequest
 
         what = "commit" if commit else "abort"

@@ -33,6 +33,7 @@ __all__ = [
     "describe_transactions",
     "plan_resolve",
     "prefix_status",
+    "read_prefix",
     "resolve",
     "resolve_plan",
 ]
@@ -92,6 +93,15 @@ def _existing_log(conf: Mapping[str, str], prefix: str, timeout_s: float) -> Int
     return intents
 
 
+def read_prefix(conf: Mapping[str, str], prefix: str, timeout_s: float = 30.0) -> LogState:
+    """The prefix's intent log, folded; nothing is created.
+
+    Raises:
+        ConfigError: the prefix has no intent log.
+    """
+    return _existing_log(conf, prefix, timeout_s).read()
+
+
 def prefix_status(conf: Mapping[str, str], prefix: str, timeout_s: float = 30.0) -> PrefixStatus:
     """Read the prefix's intent log and describe its transactional ids; nothing is changed or created.
 
@@ -135,7 +145,7 @@ def describe_transactions(
 
 
 _ALLOWED: dict[str, tuple[ResolveAction, ...]] = {
-    "intent": ("commit", "abort"),
+    "intent": ("commit", "abort", "mark-done", "rewrite"),
     "partial": ("mark-done", "rewrite"),
     "abandoned": ("mark-done",),
 }
@@ -170,8 +180,10 @@ def plan_resolve(state: LogState, prefix: str, query_id: str, action: ResolveAct
     """Decide ``action`` on the query's newest record in ``state`` (the prefix's log, folded); pure.
 
     The decision table is ``TwoPhaseCommitter.resolve``'s: a pending batch (``intent``) takes ``commit``
-    or ``abort``, a ``partial`` one ``mark-done`` or ``rewrite``, an ``abandoned`` one ``mark-done``; a
-    ``done`` batch has nothing to resolve, and a query without a record is unknown to the prefix.
+    or ``abort``, and ``mark-done`` or ``rewrite`` when the outcome of some of its transactions can be
+    learned neither from the broker nor from their markers; a ``partial`` one ``mark-done`` or
+    ``rewrite``, an ``abandoned`` one ``mark-done``; a ``done`` batch has nothing to resolve, and a query
+    without a record is unknown to the prefix.
 
     Example: a pending batch 4 with two transactions and ``commit`` gives ``effect`` "commit batch 4 of
     query q: EndTxn(commit) for its 2 transactions (p-0, p-1; 300 records); ..." and no refusal.
@@ -210,6 +222,17 @@ def plan_resolve(state: LogState, prefix: str, query_id: str, action: ResolveAct
         effect = (
             f"abort {batch}: EndTxn(abort) for its {_txns(record.handles)}, then record the outcome "
             "(abandoned, so Spark's replay writes the batch again; partial if some had been committed)"
+        )
+    elif record.state == "intent":
+        counted = (
+            "committed (its rows are taken to be in the output)"
+            if action == "mark-done"
+            else ("not committed (Spark's replay writes its rows)")
+        )
+        effect = (
+            f"{'mark' if action == 'mark-done' else 'rewrite'} pending {batch}: EndTxn(commit) for its "
+            f"{_txns(record.handles)}, each outcome learned from the broker's answer or the transaction's "
+            f"markers, and a transaction that neither can speak for counted {counted}"
         )
     elif record.state == "partial" and action == "mark-done":
         effect = (

@@ -25,7 +25,8 @@ def assign_tasks(
     """Partitions per reader task, ``parallelism`` lists (some possibly empty), each sorted.
 
     Deterministic: the same partitions, parallelism and strategy always give the same mapping (``sticky``
-    also depends on ``previous``, the last mapping by task name).
+    also depends on ``previous``, the last mapping by task name; the source passes none, so that a batch's
+    plan depends on its offsets alone).
     """
     if parallelism < 1:
         raise ValueError(f"parallelism must be >= 1, got {parallelism}")

@@ -7,14 +7,29 @@ fails the query. The committer only ever hears of offsets whose batch is already
 
 Everything here is driven by the caller (``completed`` when a batch is known done, ``tick`` on every offset
 poll, ``close`` on stop), so it needs no thread of its own and is tested with a fake client and clock.
+
+A query commits without joining the group (it is never a member), so Kafka shows its group as Empty while
+it runs. Two things keep an operator's reset (``sparkafka offsets reset``) from being overwritten:
+
+- every commit carries a mark in its metadata (``CommitMark``: this run, host, pid, wall-clock time), and
+  the tool refuses to reset a group a sparkafka query committed to within ``LIVE_WINDOW_S``;
+- before a commit that follows ``RECHECK_AFTER_S`` or more without one (an idle query, which the tool may
+  take for stopped), the committer reads the group again; if its offsets are not the ones this run left,
+  another client moved them, and the committer stops committing for the rest of the run (an error, in the
+  log and the metrics), so the reset stands. ``RECHECK_AFTER_S`` is below ``LIVE_WINDOW_S``: a group the
+  tool sees as idle is always read again before this run writes to it (up to the milliseconds between that
+  read and the commit).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
+import socket
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,17 +38,22 @@ from typing import Any, Protocol
 
 from sparkafka.client.core import new_consumer, with_retries
 from sparkafka.metrics_files import default_metrics_path, read_json, write_json_atomically
+from sparkafka.source.alignment import AlignmentStatus
 from sparkafka.source.options import CommitMode
 from sparkafka.structs import TopicPartition, committed_offsets
 
 __all__ = [
+    "LIVE_WINDOW_S",
     "MAX_PENDING_COMMITS",
+    "RECHECK_AFTER_S",
     "CommitClient",
+    "CommitMark",
     "KafkaCommitClient",
     "OffsetCommitter",
     "SourceMetrics",
     "default_metrics_file",
     "read_source_metrics",
+    "write_source_metrics",
 ]
 
 log = logging.getLogger(__name__)
@@ -41,14 +61,60 @@ log = logging.getLogger(__name__)
 MAX_PENDING_COMMITS = 100
 """Flink's bound on commits in flight; beyond it the newest offsets wait for an answer."""
 
+LIVE_WINDOW_S = 600.0
+"""A group a sparkafka query committed to this recently is taken to have that query running."""
+
+RECHECK_AFTER_S = 60.0
+"""After this long without committing, the committer reads the group before its next commit."""
+
+_MARK_PREFIX = "sparkafka "
+
 Done = Callable[[Mapping[TopicPartition, int], str | None], None]
+
+
+@dataclass(frozen=True)
+class CommitMark:
+    """What a sparkafka source writes in its offset commits' metadata: who committed, and when."""
+
+    run: str
+    """This run of the query's source (new at each start)."""
+    host: str
+    pid: int
+    at_ms: int
+    """Wall-clock time of the commit, in ms."""
+    stopped: bool = False
+    """Written by the run's last commit, when its query stopped: nothing commits to the group after it."""
+
+    def to_metadata(self) -> str:
+        """The commit metadata string (well under Kafka's offset.metadata.max.bytes, 4096)."""
+        body: dict[str, Any] = {"run": self.run, "host": self.host, "pid": self.pid, "at": self.at_ms}
+        if self.stopped:
+            body["stopped"] = True
+        return _MARK_PREFIX + json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_metadata(cls, metadata: str | None) -> CommitMark | None:
+        """The mark in a commit's metadata; None for anything else (another client's commit)."""
+        if not metadata or not metadata.startswith(_MARK_PREFIX):
+            return None
+        try:
+            data = json.loads(metadata[len(_MARK_PREFIX) :])
+            return cls(
+                str(data["run"]),
+                str(data["host"]),
+                int(data["pid"]),
+                int(data["at"]),
+                bool(data.get("stopped", False)),
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
 
 
 class CommitClient(Protocol):
     """What the committer needs from Kafka (a group-less, assign-mode consumer in production)."""
 
-    def commit_async(self, offsets: Mapping[TopicPartition, int], done: Done) -> None:
-        """Send an offset commit; ``done(offsets, error or None)`` is called from ``poll``."""
+    def commit_async(self, offsets: Mapping[TopicPartition, int], metadata: str, done: Done) -> None:
+        """Send an offset commit with ``metadata``; ``done(offsets, error or None)`` is called by ``poll``."""
 
     def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
         """The group's committed offsets now (None where it has none)."""
@@ -74,6 +140,8 @@ class SourceMetrics:
     last_error: str | None = None
     pid: int = field(default_factory=os.getpid)
     updated_ms: int = 0
+    event_time: AlignmentStatus | None = None
+    """Event-time alignment (``maxEventTimeDrift``) at the last plan: each partition's event time, state."""
 
     def to_json(self) -> dict[str, Any]:
         """The metrics as the metrics file holds them: camelCase keys, offsets per topic and partition."""
@@ -89,6 +157,7 @@ class SourceMetrics:
             "lastError": self.last_error,
             "pid": self.pid,
             "updatedMs": self.updated_ms,
+            **({"eventTime": self.event_time.to_json()} if self.event_time is not None else {}),
         }
 
     @classmethod
@@ -107,6 +176,7 @@ class SourceMetrics:
             last_error=data.get("lastError"),
             pid=int(data.get("pid", 0)),
             updated_ms=int(data.get("updatedMs", 0)),
+            event_time=AlignmentStatus.from_json(data["eventTime"]) if data.get("eventTime") else None,
         )
 
 
@@ -124,6 +194,15 @@ def read_source_metrics(
     return None if data is None else SourceMetrics.from_json(data)
 
 
+def write_source_metrics(path: Path, metrics: SourceMetrics) -> None:
+    """Write ``metrics`` to ``path`` (atomically), stamped with the time; a failure only warns."""
+    metrics.updated_ms = int(time.time() * 1000)
+    try:
+        write_json_atomically(path, metrics.to_json())
+    except OSError as e:
+        log.warning("could not write source metrics to %s: %s", path, e)
+
+
 def _describe(offsets: Mapping[TopicPartition, int]) -> str:
     return ", ".join(f"{tp}@{o}" for tp, o in sorted(offsets.items()))
 
@@ -139,6 +218,7 @@ class OffsetCommitter:
         interval_ms: the periodic interval, and the back-off before re-sending offsets whose commit failed.
         metrics_file: where metrics go on every change (None: not written).
         clock: monotonic seconds; injectable for tests.
+        wall_ms: wall-clock milliseconds, for the commits' marks; injectable for tests.
     """
 
     def __init__(
@@ -150,6 +230,7 @@ class OffsetCommitter:
         interval_ms: int = 5_000,
         metrics_file: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         """Set up the state; the client is built only when the first commit is due."""
         self._factory = client_factory
@@ -164,11 +245,16 @@ class OffsetCommitter:
         self._pending: deque[Mapping[TopicPartition, int]] = deque()
         self._last_sent_at: float | None = None
         self._last_failed_at: float | None = None
+        self._wall_ms = wall_ms
+        self._run = uuid.uuid4().hex[:12]
+        self._host = socket.gethostname()
+        self.stopped_by: str | None = None
+        """Why this run stopped committing (another client moved the group's offsets); None while it does."""
 
     @property
     def enabled(self) -> bool:
-        """Whether this committer commits at all (``mode`` is not ``disabled``)."""
-        return self._mode != "disabled"
+        """Whether this committer commits (``mode`` is not ``disabled``, and no reset stopped it)."""
+        return self._mode != "disabled" and self.stopped_by is None
 
     @property
     def pending(self) -> int:
@@ -199,13 +285,15 @@ class OffsetCommitter:
         waiting is safe; 10 s proved too short on a loaded machine (the commit landed, its answer was
         never counted).
         """
-        if not self.enabled:
+        if self._mode == "disabled":
             return
         with contextlib.suppress(Exception):
-            self._send_if_due(force=True)
             deadline = self._clock() + timeout_s
-            while self._pending and self._client is not None and self._clock() < deadline:
-                self._client.poll(0.1)
+            if self.enabled:
+                self._send_if_due(force=True)
+                self._wait_for_answers(deadline)
+                self._mark_stopped()
+            self._wait_for_answers(deadline)
         if self._pending:
             log.warning("source stopped with %d offset commit(s) unanswered", len(self._pending))
         if self._client is not None:
@@ -213,40 +301,102 @@ class OffsetCommitter:
                 self._client.close()
             self._client = None
 
+    def _wait_for_answers(self, deadline: float) -> None:
+        while self._pending and self._client is not None and self._clock() < deadline:
+            self._client.poll(0.1)
+
+    def _mark_stopped(self) -> None:
+        """Commit the group's offsets as this run left them once more, marked stopped (``CommitMark``).
+
+        Tells ``sparkafka offsets reset`` that this query no longer commits, so a reset need not wait.
+        Sent only when every commit was answered and the group still holds what this run confirmed (read
+        first: a reset made while the run idled stands), so it moves no offset.
+        """
+        if self._client is None or self._confirmed is None or self._pending or self.stopped_by:
+            return
+        offsets = {tp: self._confirmed[tp] for tp in self._target if tp in self._confirmed}
+        if not offsets or self._moved_by_another(self._clock()):  # a reset made while this run idled stands
+            return
+        mark = CommitMark(self._run, self._host, os.getpid(), self._wall_ms(), stopped=True)
+        self._pending.append(offsets)
+
+        def done(sent: Mapping[TopicPartition, int], error: str | None) -> None:
+            with contextlib.suppress(ValueError):
+                self._pending.remove(sent)
+            if error is not None:
+                log.warning(
+                    "could not mark group %s as no longer committed to: %s", self.metrics.group_id, error
+                )
+
+        self._client.commit_async(offsets, mark.to_metadata(), done)
+
     def _due(self) -> dict[TopicPartition, int]:
         assert self._confirmed is not None
         return {tp: o for tp, o in self._target.items() if o > self._confirmed.get(tp, -1)}
 
     def _send_if_due(self, force: bool) -> None:
-        if not self._target:
-            return
         now = self._clock()
-        if not force:
-            sent = self._last_sent_at
-            if self._mode == "periodic" and sent is not None and now - sent < self._interval_s:
-                return
-            if self._last_failed_at is not None and now - self._last_failed_at < self._interval_s:
-                return
+        if not self._target or (not force and self._holding_back(now)):
+            return
         if self._client is None:
             self._client = self._factory()
         if self._confirmed is None and not self._learn_group_offsets(now):
             return
         due = self._due()
-        if not due or (self._pending and dict(self._pending[-1]) == due):
+        if not due or len(self._pending) >= MAX_PENDING_COMMITS:
             return
-        if len(self._pending) >= MAX_PENDING_COMMITS:
+        if self._pending and dict(self._pending[-1]) == due:
+            return
+        idle = self._last_sent_at is not None and now - self._last_sent_at >= RECHECK_AFTER_S
+        if idle and not self._pending and self._moved_by_another(now):
             return
         self._pending.append(due)
         self._last_sent_at = now
-        self._client.commit_async(due, self._on_done)
+        mark = CommitMark(self._run, self._host, os.getpid(), self._wall_ms())
+        self._client.commit_async(due, mark.to_metadata(), self._on_done)
+
+    def _holding_back(self, now: float) -> bool:
+        """Whether the periodic interval, or the back-off after a failure, says to wait."""
+        sent = self._last_sent_at
+        if self._mode == "periodic" and sent is not None and now - sent < self._interval_s:
+            return True
+        return self._last_failed_at is not None and now - self._last_failed_at < self._interval_s
+
+    def _moved_by_another(self, now: float) -> bool:
+        """Whether the group's offsets differ from those this run left (a reset); if so, stop for good."""
+        assert self._confirmed is not None
+        current = self._read_group(now)
+        if current is None:
+            return True
+        # A partition this run confirmed that now holds another offset, or none (its offset was deleted).
+        moved = {tp: o for tp, o in current.items() if tp in self._confirmed and o != self._confirmed[tp]}
+        if not moved:
+            return False
+        self.stopped_by = (
+            f"the offsets of group {self.metrics.group_id} were changed by another client (a reset?): "
+            + ", ".join(
+                f"{tp} {self._confirmed[tp]} -> {'deleted' if o is None else o}"
+                for tp, o in sorted(moved.items())
+            )
+            + "; this query stops committing to the group until it is restarted, so the change stands"
+        )
+        log.error("%s", self.stopped_by)
+        self._record_failure(self.stopped_by, now)
+        return True
+
+    def _read_group(self, now: float) -> dict[TopicPartition, int | None] | None:
+        """The group's committed offsets for the target's partitions; None (a counted failure) on error."""
+        assert self._client is not None
+        try:
+            return self._client.committed(self._target)
+        except Exception as e:  # noqa: BLE001 - any client error is a failed attempt: counted, retried later
+            self._record_failure(f"reading the group's committed offsets failed: {e}", now)
+            return None
 
     def _learn_group_offsets(self, now: float) -> bool:
         """Read the group's offsets once, so a restart from an older checkpoint never moves them back."""
-        assert self._client is not None
-        try:
-            current = self._client.committed(self._target)
-        except Exception as e:  # noqa: BLE001 - any client error is a failed attempt: counted, retried later
-            self._record_failure(f"reading the group's committed offsets failed: {e}", now)
+        current = self._read_group(now)
+        if current is None:
             return False
         self._confirmed = {tp: o for tp, o in current.items() if o is not None}
         behind = {tp: o for tp, o in self._target.items() if o < self._confirmed.get(tp, -1)}
@@ -278,7 +428,7 @@ class OffsetCommitter:
             m.commits_succeeded,
             m.commits_failed,
         )
-        self._publish()
+        self.publish()
 
     def _record_failure(self, why: str, now: float) -> None:
         m = self.metrics
@@ -292,16 +442,13 @@ class OffsetCommitter:
             m.commits_succeeded,
             m.commits_failed,
         )
-        self._publish()
+        self.publish()
 
-    def _publish(self) -> None:
-        if self._metrics_file is None:
-            return
-        self.metrics.updated_ms = int(time.time() * 1000)
-        try:
-            write_json_atomically(self._metrics_file, self.metrics.to_json())
-        except OSError as e:
-            log.warning("could not write source metrics to %s: %s", self._metrics_file, e)
+    def publish(self) -> None:
+        """Write ``metrics`` to the metrics file, if there is one (on every change, and when the source's
+        event-time status in them changes)."""
+        if self._metrics_file is not None:
+            write_source_metrics(self._metrics_file, self.metrics)
 
 
 class KafkaCommitClient:
@@ -323,11 +470,13 @@ class KafkaCommitClient:
         self._conf = conf
         self._consumer = new_consumer(settings)
 
-    def commit_async(self, offsets: Mapping[TopicPartition, int], done: Done) -> None:
+    def commit_async(self, offsets: Mapping[TopicPartition, int], metadata: str, done: Done) -> None:
         """Send an offset commit; ``done`` is called from ``poll``, or at once if sending fails."""
         from confluent_kafka import TopicPartition as CTopicPartition
 
-        parts = [CTopicPartition(tp.topic, tp.partition, o) for tp, o in sorted(offsets.items())]
+        parts = [
+            CTopicPartition(tp.topic, tp.partition, o, metadata=metadata) for tp, o in sorted(offsets.items())
+        ]
         self._callbacks.append((offsets, done))
         try:
             self._consumer.commit(offsets=parts, asynchronous=True)

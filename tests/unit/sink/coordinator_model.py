@@ -10,6 +10,9 @@ The rules follow ``core/src/main/scala/kafka/coordinator/transaction/Transaction
 - EndTxn with another epoch: PRODUCER_FENCED; on CompleteCommit a commit answers NONE and an abort
   INVALID_TXN_STATE; on CompleteAbort the reverse; on Empty INVALID_TXN_STATE; an unknown id or producer
   id: INVALID_PRODUCER_ID_MAPPING.
+- Every transaction ends with a COMMIT or ABORT marker in the log, carrying its producer id and the epoch
+  the transaction ended with (a timeout or fencing abort carries the bumped epoch); ids not in a
+  transaction can be forgotten (``transactional.id.expiration.ms``), records deleted (retention).
 
 Also the tests' fake intent log, clock and fault hook, and the parts the committer takes.
 """
@@ -17,14 +20,16 @@ Also the tests' fake intent log, clock and fault hook, and the parts the committ
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
+from sparkafka.client.raw_log import Marker
 from sparkafka.errors import TransactionError
 from sparkafka.sink.intents import IntentRecord, IntentWriteError, LogState, fold
+from sparkafka.sink.outcomes import Finding, judge
 from sparkafka.sink.task import TaskResult
 from sparkafka.sink.twophase import CommitSettings, TwoPhaseCommitter
-from sparkafka.sink.txn_control import TxnHandle, TxnOutcome, classify
+from sparkafka.sink.txn_control import EndAnswer, MarkerProbe, TxnHandle, classify
 
 NONE, INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE, PRODUCER_FENCED = 0, 49, 48, 90
 
@@ -46,24 +51,56 @@ class _Id:
     epoch: int
     state: str = "Empty"  # Empty, Ongoing, CompleteCommit, CompleteAbort
     start_ms: int = 0
-    staged: list[bytes] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of the output partition's log: a data record, or a transaction marker (``row`` None)."""
+
+    pid: int
+    epoch: int
+    row: bytes | None
+    commit: bool = False
 
 
 class Coordinator:
-    """Transactional ids, their transactions, and what a read_committed consumer sees."""
+    """Transactional ids, their transactions, and the one output partition they write to (``out-0``).
+
+    The log holds data records and COMMIT/ABORT markers with their producer id and epoch, as Kafka's does:
+    ``visible`` is what a read_committed consumer sees, ``markers_of`` what a raw fetch shows.
+    """
 
     def __init__(self, clock: Clock, timeout_ms: int) -> None:
         self.clock = clock
         self.timeout_ms = timeout_ms
         self.ids: dict[str, _Id] = {}
-        self.visible: list[bytes] = []
+        self.log: list[Entry] = []
+        self.log_start = 0
         self._next_pid = 1000
+
+    @property
+    def visible(self) -> list[bytes]:
+        """The records a read_committed consumer sees, in log order (up to the first open transaction)."""
+        shown: list[bytes] = []
+        pending: dict[int, list[bytes]] = {}
+        for entry in self.log[self.log_start :]:
+            if entry.row is not None:
+                pending.setdefault(entry.pid, []).append(entry.row)
+            elif entry.commit:
+                shown.extend(pending.pop(entry.pid, []))
+            else:
+                pending.pop(entry.pid, None)
+        return shown
+
+    def _marker(self, txn: _Id, commit: bool) -> None:
+        self.log.append(Entry(txn.pid, txn.epoch, None, commit))
+        txn.state = "CompleteCommit" if commit else "CompleteAbort"
 
     def _expire(self) -> None:
         for txn in self.ids.values():
             if txn.state == "Ongoing" and self.clock() > txn.start_ms + self.timeout_ms:
-                txn.epoch += 1  # prepareFenceProducerEpoch, then the abort
-                txn.state, txn.staged = "CompleteAbort", []
+                txn.epoch += 1  # prepareFenceProducerEpoch, then the abort (markers carry the new epoch)
+                self._marker(txn, commit=False)
 
     def init_producer_id(self, tid: str) -> tuple[int, int]:
         self._expire()
@@ -73,7 +110,8 @@ class Coordinator:
             self.ids[tid] = txn = _Id(self._next_pid, 0)
             return txn.pid, txn.epoch
         if txn.state == "Ongoing":
-            txn.staged = []
+            txn.epoch += 1
+            self._marker(txn, commit=False)
         txn.epoch += 1
         txn.state = "Empty"
         return txn.pid, txn.epoch
@@ -84,8 +122,8 @@ class Coordinator:
         if (txn.pid, txn.epoch) != (pid, epoch):
             raise TransactionError(f"{tid}: fenced while producing")
         if txn.state != "Ongoing":
-            txn.state, txn.start_ms, txn.staged = "Ongoing", self.clock(), []
-        txn.staged.extend(rows)
+            txn.state, txn.start_ms = "Ongoing", self.clock()
+        self.log.extend(Entry(pid, epoch, row) for row in rows)
 
     def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> int:
         self._expire()
@@ -95,9 +133,7 @@ class Coordinator:
         if txn.epoch != epoch:
             return PRODUCER_FENCED
         if txn.state == "Ongoing":
-            if commit:
-                self.visible.extend(txn.staged)
-            txn.state, txn.staged = ("CompleteCommit" if commit else "CompleteAbort"), []
+            self._marker(txn, commit)
             return NONE
         if txn.state == "CompleteCommit":
             return NONE if commit else INVALID_TXN_STATE
@@ -109,22 +145,55 @@ class Coordinator:
         self._expire()
         return [tid for tid, txn in self.ids.items() if txn.state == "Ongoing"]
 
+    def forget_ids(self) -> None:
+        """``transactional.id.expiration.ms`` passes: every id not in a transaction is forgotten."""
+        self._expire()
+        self.ids = {tid: txn for tid, txn in self.ids.items() if txn.state == "Ongoing"}
+
+    def delete_records(self) -> None:
+        """Retention (or DeleteRecords) removes everything written so far."""
+        self.log_start = len(self.log)
+
 
 class ModelEnder:
     def __init__(self, coordinator: Coordinator) -> None:
         self.coordinator = coordinator
         self.sent: list[tuple[TxnHandle, bool]] = []
 
-    def end(self, handle: TxnHandle, commit: bool) -> TxnOutcome:
+    def end(self, handle: TxnHandle, commit: bool) -> EndAnswer:
         self.sent.append((handle, commit))
         code = self.coordinator.end_txn(handle.transactional_id, handle.producer_id, handle.epoch, commit)
-        outcome = classify(code, commit)
-        if outcome is None:
+        answer = classify(code, commit)
+        if answer is None:
             raise TransactionError(f"EndTxn for {handle.transactional_id}: error {code}")
-        return outcome
+        return answer
 
     def close(self) -> None:
         pass
+
+
+class ModelEvidence:
+    """``DataEvidence`` over the model's log: positions are its end, markers found by scanning it."""
+
+    def __init__(self, coordinator: Coordinator) -> None:
+        self.coordinator = coordinator
+        self.searches = 0
+
+    def mark_positions(self, handles: Sequence[TxnHandle]) -> tuple[TxnHandle, ...]:
+        end = len(self.coordinator.log)
+        return tuple(h.with_probe_offset(end) if h.probe else h for h in handles)
+
+    def find(self, handle: TxnHandle, intent_at_ms: int, now_ms: int) -> Finding:
+        self.searches += 1
+        assert handle.probe is not None
+        start, log = handle.probe.offset, self.coordinator.log
+        if start < self.coordinator.log_start:
+            return judge(handle, None, gone=f"out-0 no longer holds offset {start}")
+        for offset in range(start, len(log)):
+            entry = log[offset]
+            if entry.row is None and entry.pid == handle.producer_id:
+                return judge(handle, Marker(offset, entry.commit, entry.epoch))
+        return judge(handle, None)
 
 
 class ModelFencer:
@@ -142,6 +211,7 @@ class MemoryLog:
         self.entries: list[tuple[bytes | None, IntentRecord | None]] = []
         self.fail_next: str | None = None  # "lost" (not stored) or "landed" (stored all the same)
         self.reads = 0
+        self.forgotten_tasks: list[tuple[str, int]] = []
 
     def read(self) -> LogState:
         self.reads += 1
@@ -154,8 +224,9 @@ class MemoryLog:
         if failure:
             raise IntentWriteError("writing to the intent log timed out", ambiguous=True)
 
-    def forget(self, query_id: str) -> None:
+    def forget(self, query_id: str, tasks: Iterable[int] = ()) -> None:
         self.entries.append((query_id.encode(), None))
+        self.forgotten_tasks.extend((query_id, t) for t in tasks)
 
 
 class Crash(BaseException):
@@ -184,6 +255,7 @@ class World:
         self.settings = CommitSettings(prefix, timeout_ms, take_over)
         self.counters: Counter[str] = Counter()
         self.ender = ModelEnder(self.coordinator)
+        self.evidence = ModelEvidence(self.coordinator)
 
     def count(self, query_id: str, **increments: int) -> None:
         self.counters.update(increments)
@@ -194,6 +266,7 @@ class World:
             self.log,
             self.ender,
             ModelFencer(self.coordinator),
+            self.evidence,
             clock=self.clock,
             faults=faults,
             count=self.count,
@@ -217,7 +290,7 @@ class World:
             self.clock.advance(-ago)  # the broker's transaction start is when the task produced
             self.coordinator.produce(tid, pid, epoch, task_rows)
             self.clock.advance(ago)
-            handle = TxnHandle(tid, pid, epoch, len(task_rows), task)
+            handle = TxnHandle(tid, pid, epoch, len(task_rows), task, MarkerProbe("out", 0))
             results.append(TaskResult(task, len(task_rows), handle, started))
         return results
 

@@ -9,8 +9,10 @@ recovery finds what it left.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -96,6 +98,10 @@ def test_batch_write_crash_is_recovered_to_a_recorded_outcome(point: str, timing
     tasks = BATCH_EXPECTED[(point, timing)]
     rows = rows_of(0)
     assert Counter(world.coordinator.visible) == Counter(r for t in tasks for r in rows[t])
+    # A crash before the intent leaves the tasks' transactions to the broker's timeout (task 2's started
+    # half a timeout earlier); an intent lets recovery end every one.
+    open_left = {"in_time": ["p-0", "p-1", "p-2"], "timed_out": [], "partly": ["p-0", "p-1"]}[timing]
+    assert world.coordinator.open_transactions() == (open_left if point == "commit_start" else [])
     record = world.log.read().latest.get(job)
     if len(tasks) in (0, 3):  # done or abandoned (or never intended): the job's key is deleted
         assert record is None
@@ -108,7 +114,7 @@ def test_batch_write_crash_is_recovered_to_a_recorded_outcome(point: str, timing
         run_batch(world, "batch-2", 0, streaming=False)
         assert Counter(world.coordinator.visible) == flat(rows)
     world.make_writer("batch-3")
-    assert world.coordinator.open_transactions() == [] or point == "commit_start"
+    assert world.coordinator.open_transactions() == []
 
 
 def test_recovery_never_wedges_after_the_broker_aborted_the_intent() -> None:
@@ -150,9 +156,18 @@ def test_old_batch_is_aborted_before_an_intent_is_written() -> None:
     world.make_writer(Q)
     too_old = TIMEOUT - timeout_margin_ms(TIMEOUT) + 1
     results = world.run_tasks(rows_of(0), [too_old, 0, 0])
-    with pytest.raises(TransactionError, match=r"oldest transaction is 54\.0 s old, past 54\.0 s"):
+    with pytest.raises(TransactionError, match=r"oldest transaction is 54\.0 s old, past 54\.0 s") as info:
         world.committer().commit(Q, 0, results)
-    assert world.log.read().latest == {}  # no intent
+    # No intent: the refusal is recorded as an abandoned batch (nothing of it visible), with its age.
+    refusal = world.log.read().latest[Q]
+    assert (refusal.state, refusal.handles, refusal.too_old) == ("abandoned", (), (too_old, TIMEOUT))
+    # Only remedies that work for a replay (which has the same rows): no "maxOffsetsPerTrigger" alone.
+    message = str(info.value)
+    assert "raise kafka.transaction.timeout.ms (up to the broker's transaction.max.timeout.ms" in message
+    assert "as many cores as the batch has tasks" in message
+    assert (
+        "set maxOffsetsPerTrigger on the source, then run `sparkafka offsets replan --checkpoint" in message
+    )
     assert world.coordinator.open_transactions() == []  # aborted, not left to time out
     run_batch(world, Q, 0)
     assert Counter(world.coordinator.visible) == flat(rows_of(0))
@@ -309,12 +324,13 @@ def test_empty_tasks_have_no_transaction_and_replays_of_empty_batches_are_harmle
     [
         (0, True, "committed"),
         (0, False, "aborted"),
-        (90, True, "aborted"),
-        (47, True, "aborted"),
-        (90, False, "aborted"),
+        (90, True, "fenced"),
+        (47, True, "fenced"),
+        (90, False, "fenced"),
         (48, True, "aborted"),
         (48, False, "committed"),
-        (49, True, None),
+        (49, True, "forgotten"),
+        (49, False, "forgotten"),
         (53, True, None),
     ],
 )
@@ -348,3 +364,168 @@ def test_any_crash_and_downtime_ends_exactly_once(
             continue
     assert Counter(world.coordinator.visible) == flat(rows)
     assert world.coordinator.open_transactions() == []
+
+
+# -- the long tail: epochs bumped after a commit, ids the coordinator forgot (issue 37, findings 1 and 5) --
+
+
+def crash_after_first_commit(world: World, query: str = Q) -> list[list[bytes]]:
+    """Batch 0's commit dies after task 0's EndTxn(commit); tasks 1 and 2 stay open."""
+    world.make_writer(query)
+    rows = rows_of(0)
+    results = world.run_tasks(rows)
+    with pytest.raises(Crash):
+        world.committer(crash_at("after_first_txn")).commit(query, 0, results)
+    assert Counter(world.coordinator.visible) == Counter(rows[0])
+    return rows
+
+
+def test_a_stray_init_producer_id_after_the_commit_leaves_a_committed_transaction_committed() -> None:
+    """PRODUCER_FENCED for p-0's EndTxn only says its epoch moved: its COMMIT marker says it was committed.
+    (Before: read as aborted, so the batch became partial and the replay wrote task 0's rows twice.)"""
+    world = World(timeout_ms=TIMEOUT)
+    rows = crash_after_first_commit(world)
+    world.coordinator.init_producer_id("p-0")  # a zombie attempt, a second writer, a background abort
+    state = world.make_writer(Q)
+    assert state.latest[Q].state == "done"
+    run_batch(world, Q, 0)  # Spark's replay: aborted
+    assert Counter(world.coordinator.visible) == flat(rows)
+    assert world.evidence.searches == 1
+
+
+def test_ids_the_coordinator_forgot_are_decided_from_their_markers() -> None:
+    """INVALID_PRODUCER_ID_MAPPING after the ids expired: p-0's COMMIT marker and the timeout's ABORT
+    markers decide; the batch is partial and the replay writes tasks 1 and 2 only."""
+    world = World(timeout_ms=TIMEOUT)
+    rows = crash_after_first_commit(world)
+    world.clock.advance(TIMEOUT + 1_000)  # tasks 1 and 2 time out
+    world.coordinator.forget_ids()  # a week later
+    state = world.make_writer(Q)
+    record = state.latest[Q]
+    assert (record.state, [h.task for h in record.committed]) == ("partial", [0])
+    run_batch(world, Q, 0)
+    assert Counter(world.coordinator.visible) == flat(rows)
+
+
+@pytest.mark.parametrize(
+    ("action", "state", "replayed"), [("mark-done", "done", ()), ("rewrite", "abandoned", (0, 1, 2))]
+)
+def test_without_ids_or_markers_every_writer_stops_naming_the_commands_that_resolve_it(
+    action: str, state: str, replayed: tuple[int, ...]
+) -> None:
+    world = World(timeout_ms=TIMEOUT)
+    rows = crash_after_first_commit(world)
+    world.clock.advance(TIMEOUT + 1_000)
+    world.coordinator.forget_ids()
+    world.coordinator.delete_records()  # retention removed the output's records and markers
+    for _ in range(2):  # every writer, until an operator decides
+        with pytest.raises(TransactionError) as stopped:
+            world.make_writer(Q)
+        message = str(stopped.value)
+        assert "batch 0 of query query-1 stays pending" in message
+        assert "its id expired (INVALID_PRODUCER_ID_MAPPING" in message
+        assert "out-0 no longer holds offset" in message
+        command = "sparkafka txn resolve --bootstrap-servers HOST:PORT --prefix p --query query-1"
+        assert f"run `{command} mark-done --yes`" in message
+        assert f"run `{command} rewrite --yes`" in message
+    record = world.committer().resolve(Q, action)  # type: ignore[arg-type]
+    assert record.state == state
+    assert world.make_writer(Q).latest[Q].state == state  # resolved: writers start again
+    run_batch(world, Q, 0)
+    assert Counter(world.coordinator.visible) == Counter(r for t in replayed for r in rows[t])
+
+
+def test_an_intent_from_before_probes_keeps_the_rule_of_its_version() -> None:
+    """Handles without a probe (written by an older sparkafka): fenced is read as aborted, as it was."""
+    world = World(timeout_ms=TIMEOUT)
+    world.make_writer(Q)
+    results = world.run_tasks(rows_of(0))
+    old = [replace(r, handle=replace(r.handle, probe=None)) if r.handle else r for r in results]
+    with pytest.raises(Crash):
+        world.committer(crash_at("after_intent")).commit(Q, 0, old)
+    world.clock.advance(TIMEOUT + 1_000)  # the broker aborts them all
+    assert world.make_writer(Q).latest[Q].state == "abandoned"
+    assert world.evidence.searches == 0
+    run_batch(world, Q, 0)
+    assert Counter(world.coordinator.visible) == flat(rows_of(0))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    point=st.sampled_from((*POINTS, None)),
+    down_ms=st.integers(0, 2 * TIMEOUT),
+    ago=st.lists(st.integers(0, TIMEOUT // 2), min_size=1, max_size=4),
+    strays=st.lists(st.integers(0, 3), max_size=3),
+    forget=st.booleans(),
+)
+def test_any_crash_stray_epoch_bump_and_forgotten_id_ends_exactly_once(
+    point: str | None, down_ms: int, ago: list[int], strays: list[int], forget: bool
+) -> None:
+    """While the driver is down, zombies bump epochs of the batch's ids and the broker may forget them."""
+    world = World(timeout_ms=TIMEOUT)
+    rows = rows_of(0, tasks=len(ago))
+    world.make_writer(Q)
+    results = world.run_tasks(rows, ago)
+    with contextlib.suppress(Crash, TransactionError):
+        world.sink_runner_commit(Q, 0, results, faults=crash_at(point))
+    world.clock.advance(down_ms)
+    for task in strays:
+        world.coordinator.init_producer_id(f"p-{task % len(ago)}")
+    if forget:
+        world.coordinator.forget_ids()
+    for _ in range(2):
+        world.make_writer(Q)
+        try:
+            world.committer().commit(Q, 0, world.run_tasks(rows))
+        except TransactionError:
+            continue
+    assert Counter(world.coordinator.visible) == flat(rows)
+    assert world.coordinator.open_transactions() == []
+
+
+def test_a_partial_batch_refused_as_too_old_on_replay_keeps_what_is_visible() -> None:
+    """Review finding F1: the refusal of a partial batch's replay must not forget which tasks are
+    visible, or the next replay writes them twice (and `offsets replan` would take the batch as empty)."""
+    world = World(timeout_ms=TIMEOUT)
+    world.make_writer(Q)
+    results = world.run_tasks(rows_of(0), STAGGER)
+
+    def stall(name: str) -> None:  # the driver is slow after committing the first transaction
+        if name == "after_first_txn":
+            world.clock.advance(TIMEOUT * 6 // 10)
+
+    with pytest.raises(TransactionError, match="is partial"):
+        world.committer(stall).commit(Q, 0, results)
+    world.make_writer(Q)
+    too_old = TIMEOUT - timeout_margin_ms(TIMEOUT) + 1
+    with pytest.raises(TransactionError, match="was not committed") as refused:
+        world.committer().commit(Q, 0, world.run_tasks(rows_of(0), [0, 0, too_old]))
+    assert "nothing of the batch is visible" not in str(refused.value)
+    assert "the rows of tasks 0, 1 (8 records) stay visible" in str(refused.value)
+    record = world.log.read().latest[Q]
+    assert (record.state, [h.task for h in record.committed]) == ("partial", [0, 1])
+    assert record.tids_in_use == 3
+    run_batch(world, Q, 0)
+    assert Counter(world.coordinator.visible) == flat(rows_of(0))
+
+
+def test_a_marker_search_that_cannot_run_now_leaves_the_batch_pending_for_the_next_writer() -> None:
+    """A broker down while the markers are searched: no operator decision is asked for, the next writer
+    searches again (review finding F6)."""
+    from sparkafka.sink.outcomes import Finding
+
+    world = World(timeout_ms=TIMEOUT)
+    rows = crash_after_first_commit(world)
+    world.coordinator.init_producer_id("p-0")
+    real_find = world.evidence.find
+    world.evidence.find = lambda *_: Finding(None, "the broker did not answer", retry=True)  # type: ignore[method-assign]
+    with pytest.raises(TransactionError) as pending:
+        world.make_writer(Q)
+    assert "stays pending" in str(pending.value)
+    assert "the next writer of the prefix tries again" in str(pending.value)
+    assert "txn resolve" not in str(pending.value)
+    assert world.log.read().latest[Q].state == "intent"
+    world.evidence.find = real_find  # type: ignore[method-assign]
+    assert world.make_writer(Q).latest[Q].state == "done"
+    run_batch(world, Q, 0)
+    assert Counter(world.coordinator.visible) == flat(rows)

@@ -43,3 +43,35 @@ def test_sticky_keeps_partitions_when_a_task_is_added() -> None:
     after = assign_tasks(tps, 3, "sticky", {task_name(i): ps for i, ps in enumerate(before)})
     kept = sum(len(set(after[i]) & set(before[i])) for i in range(2))
     assert kept == 4
+
+
+@pytest.mark.parametrize("strategy", ["flink", "range", "roundrobin", "sticky"])
+@given(
+    batches=st.lists(st.sets(st.integers(0, 7), min_size=1), min_size=2, max_size=5),
+    n=st.integers(1, 4),
+)
+def test_a_batch_is_planned_alike_by_a_running_planner_and_by_a_restarted_one(  # type: ignore[no-untyped-def]
+    strategy, batches, n
+) -> None:
+    """The exactly-once sink replays a partly committed batch by task index: a restarted query must plan
+    the batch's tasks exactly as the run that first planned it, whatever that run planned before."""
+    from sparkafka.source.options import parse_source_options
+    from sparkafka.source.reader import _Planner
+
+    options = parse_source_options(
+        {
+            "kafka.bootstrap.servers": "b:9092",
+            "subscribe": "a",
+            "assignmentStrategy": strategy,
+            "parallelism": str(n),
+        }
+    )
+    running = _Planner(options)
+    plans = []
+    for partitions in batches:
+        tps = {TopicPartition("a", p) for p in partitions}
+        start, end = dict.fromkeys(tps, 0), dict.fromkeys(tps, 10)
+        plans.append((start, end, running.plan(start, end)))
+    for start, end, planned in plans:
+        again = _Planner(options).plan(start, end)
+        assert [(p.task, p.ranges) for p in again] == [(p.task, p.ranges) for p in planned]

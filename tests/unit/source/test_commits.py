@@ -11,7 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkafka.source.commits import (
+    LIVE_WINDOW_S,
     MAX_PENDING_COMMITS,
+    RECHECK_AFTER_S,
+    CommitMark,
     OffsetCommitter,
     SourceMetrics,
     read_source_metrics,
@@ -35,9 +38,11 @@ class FakeClient:
         self.reject: str | None = None
         self.closed = False
         self.committed_calls = 0
+        self.metadata: list[str] = []
 
-    def commit_async(self, offsets: Mapping[TopicPartition, int], done: object) -> None:
+    def commit_async(self, offsets: Mapping[TopicPartition, int], metadata: str, done: object) -> None:
         self.sent.append(dict(offsets))
+        self.metadata.append(metadata)
         self.waiting.append((offsets, done))
 
     def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
@@ -152,7 +157,9 @@ def test_periodic_commits_at_most_every_interval_and_newest_wins() -> None:
     # t = 0 s: first commit; t = 5 s (end 6): second; the rest waits for t = 10 s.
     assert client.sent == [{A0: 1}, {A0: 6}]
     c.close()
-    assert client.sent == [{A0: 1}, {A0: 6}, {A0: 9}]
+    # The newest offsets at once, then the same again marked "stopped" (``CommitMark``).
+    assert client.sent == [{A0: 1}, {A0: 6}, {A0: 9}, {A0: 9}]
+    assert [CommitMark.from_metadata(m).stopped for m in client.metadata] == [False, False, False, True]  # type: ignore[union-attr]
     assert client.closed
 
 
@@ -222,3 +229,103 @@ def test_default_metrics_file_is_one_safe_name(group: str) -> None:
     from sparkafka.source.commits import default_metrics_file
 
     assert "/" not in default_metrics_file(group).name
+
+
+def test_each_commit_carries_a_mark_saying_which_run_committed_and_when() -> None:
+    client = FakeClient()
+    c, _ = committer(client)
+    c.completed({A0: 4})
+    c.completed({A0: 6})
+    marks = [CommitMark.from_metadata(m) for m in client.metadata]
+    assert all(m is not None for m in marks)
+    assert len({m.run for m in marks if m}) == 1
+    assert CommitMark.from_metadata("written by someone else") is None
+    assert CommitMark.from_metadata(None) is None
+
+
+def test_after_an_idle_spell_the_group_is_read_again_and_a_reset_is_never_written_over() -> None:
+    client = FakeClient()
+    c, clock = committer(client)
+    c.completed({A0: 10, A1: 10})
+    client.answer()
+    reads = client.committed_calls
+    c.completed({A0: 11, A1: 11})  # busy: no extra read before each commit
+    client.answer()
+    assert client.committed_calls == reads
+    client.group = {A0: 0, A1: 11}  # an operator resets A0 while the query idles
+    clock.now += RECHECK_AFTER_S
+    c.completed({A0: 12, A1: 12})
+    assert client.committed_calls == reads + 1
+    assert client.sent[-1] == {A0: 11, A1: 11}  # nothing sent after the reset
+    assert c.stopped_by is not None
+    assert "a-0 11 -> 0" in c.stopped_by
+    assert "changed by another client" in (c.metrics.last_error or "")
+    c.completed({A0: 20, A1: 20})
+    c.close()
+    assert client.group == {A0: 0, A1: 11}
+    assert client.closed
+
+
+def test_after_an_idle_spell_an_unchanged_group_is_committed_to_as_before() -> None:
+    client = FakeClient()
+    c, clock = committer(client)
+    c.completed({A0: 10})
+    client.answer()
+    clock.now += RECHECK_AFTER_S
+    c.completed({A0: 12})
+    client.answer()
+    assert client.group == {A0: 12}
+    assert c.stopped_by is None
+
+
+def test_a_stopping_run_marks_its_last_commit_stopped_without_moving_an_offset() -> None:
+    client = FakeClient()
+    c, _ = committer(client)
+    c.completed({A0: 4, A1: 2})
+    client.answer()
+    c.close()
+    last = CommitMark.from_metadata(client.metadata[-1])
+    assert last is not None
+    assert last.stopped
+    assert client.sent[-1] == {A0: 4, A1: 2}
+    assert client.group == {A0: 4, A1: 2}
+    assert c.metrics.commits_succeeded == 1  # the mark is not a commit of new offsets
+
+
+def test_a_run_stopped_by_a_reset_marks_nothing() -> None:
+    client = FakeClient()
+    c, clock = committer(client)
+    c.completed({A0: 4})
+    client.answer()
+    client.group = {A0: 0}
+    clock.now += RECHECK_AFTER_S
+    c.completed({A0: 5})
+    sent = len(client.sent)
+    c.close()
+    assert len(client.sent) == sent
+    assert client.group == {A0: 0}
+
+
+def test_the_stopped_mark_never_writes_over_a_reset_made_while_the_query_idled() -> None:
+    """Review finding F4: idle past the tool's window, the group was reset, then the query stopped."""
+    client = FakeClient()
+    c, clock = committer(client)
+    c.completed({A0: 10, A1: 10})
+    client.answer()
+    clock.now += LIVE_WINDOW_S + 1
+    client.group = {A0: 0, A1: 0}
+    c.close()
+    assert client.group == {A0: 0, A1: 0}
+    assert c.stopped_by is not None
+
+
+def test_a_group_whose_offsets_were_deleted_counts_as_moved() -> None:
+    client = FakeClient()
+    c, clock = committer(client)
+    c.completed({A0: 10})
+    client.answer()
+    client.group = {}  # kafka-consumer-groups --delete-offsets
+    clock.now += RECHECK_AFTER_S
+    c.completed({A0: 12})
+    assert c.stopped_by is not None
+    assert client.group == {}
