@@ -24,6 +24,8 @@ from sparkafka.sink.intents import intent_topic
 from sparkafka.structs import TopicPartition
 from tests.support.kafka import Kafka
 
+pytestmark = pytest.mark.xdist_group("secure-kafka")  # one secured broker for every secured test
+
 
 class Scene:
     """One test's user, topics, group and transactional-id prefix on the secured broker."""

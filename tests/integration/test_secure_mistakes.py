@@ -22,6 +22,8 @@ from sparkafka.errors import AuthenticationError, ConfigError
 from sparkafka.local.certs import CertificateAuthority
 from sparkafka.local.secure_kafka import APP, SecureKafka
 
+pytestmark = pytest.mark.xdist_group("secure-kafka")  # one secured broker for every secured test
+
 Settings = dict[str, str]
 
 

@@ -29,6 +29,8 @@ from tests.support.kafka import Kafka
 from tests.support.secure import PREFIX
 from tests.support.wait import wait_until
 
+pytestmark = pytest.mark.xdist_group("secure-kafka")  # one secured broker for every secured test
+
 LOGINS = ["sasl", "mtls"]
 SPARKAFKA = [sys.executable, "-m", "sparkafka.cli"]
 

@@ -18,9 +18,13 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from sparkafka.local.secure_kafka import SecureKafka
 from sparkafka.sink.intents import intent_topic
 from tests.support.kafka import Kafka
+
+pytestmark = pytest.mark.xdist_group("secure-kafka")  # one secured broker for every secured test
 
 
 def test_a_canary_password_appears_nowhere(secure_kafka: SecureKafka, secured: Kafka, tmp_path: Path) -> None:

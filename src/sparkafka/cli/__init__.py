@@ -488,7 +488,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
         help="plan a query's unfinished last batch again under its current options (a dry run unless "
         "--execute); for a batch the exactly-once sink refused as too old to commit",
     )
-    replan.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+    _connection_args(replan)
     replan.add_argument("--checkpoint", required=True, metavar="DIR", help="the query's checkpoint directory")
     replan.add_argument("--prefix", required=True, help="the exactly-once sink's transactionalIdPrefix")
     replan.add_argument("--execute", action="store_true", help="do it (without: say what would be done)")
