@@ -24,6 +24,7 @@ import pytest
 
 from sparkafka.local.procs import GroupProcess
 from sparkafka.local.secure_kafka import SecureKafka
+from sparkafka.sink.writer import query_id_from_checkpoint
 from sparkafka.structs import TopicPartition
 from tests.support.kafka import Kafka
 from tests.support.secure import PREFIX
@@ -192,11 +193,27 @@ def test_pipeline_recovers_after_a_driver_kill_and_the_tools_work(
     assert dst in listed.stdout
     described = _tool("topics", "describe", dst, *cfg, env=env)
     assert described.returncode == 0, described.stderr
+    # The tools that decide by hand: each reads the intent log or the group as app, and refuses or acts.
+    replan = _tool(
+        "offsets", "replan", *cfg, "--checkpoint", str(tmp_path / "ck"), "--prefix", prefix, env=env
+    )
+    assert replan.returncode == 1, replan.stdout + replan.stderr
+    assert replan.stderr.endswith("every planned batch is committed\n"), replan.stderr
+    query_id = query_id_from_checkpoint(str(tmp_path / "ck"))
+    assert query_id is not None
+    resolve = _tool("txn", "resolve", *cfg, "--prefix", prefix, "--query", query_id, "mark-done", env=env)
+    assert resolve.returncode == 1, resolve.stdout + resolve.stderr
+    assert resolve.stderr.endswith("is done: nothing to resolve\n"), resolve.stderr
+    reset = _tool(
+        "offsets", "reset", *cfg, "--group", group, "--to", "earliest", "--execute", "--force", env=env
+    )
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    assert secured.group_offsets(group, src, 2) == {TopicPartition(src, 0): 0, TopicPartition(src, 1): 0}
     # doctor as the super user, from the JSON sparkafka broker --secure --client-config writes
     client_json = secure_kafka.write_client_config(tmp_path / "client.json")
     doctor = _tool("doctor", "--command-config", f"{client_json}#admin", env={})
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
-    for output in (shown, lag, txn, listed, described, doctor):
+    for output in (shown, lag, txn, listed, described, replan, resolve, reset, doctor):
         assert password not in output.stdout + output.stderr
     assert json.loads(client_json.read_text())["app"]["kafka.sasl.username"] == "app"
 
