@@ -51,6 +51,7 @@ def main(argv: list[str]) -> int:
     logging.getLogger("sparkafka").addHandler(handler)
     logging.getLogger("sparkafka").setLevel(logging.DEBUG)
     kafka: dict[str, str] = settings["kafka"]
+    (out / "events").mkdir(exist_ok=True)  # Spark's event log needs its directory before it starts
     spark = local_spark(
         master="local[2]",
         config={
@@ -60,7 +61,6 @@ def main(argv: list[str]) -> int:
             "spark.ui.port": str(free_port()),
         },
     )
-    (out / "events").mkdir(exist_ok=True)
     try:
         register(spark)
         batch = spark.read.format("sparkafka").options(**kafka).option("subscribe", settings["source"]).load()

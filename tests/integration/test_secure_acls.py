@@ -3,8 +3,8 @@
 The query: a streaming read committing to its consumer group, into the exactly-once sink. A user made for
 each test holds exactly ``least_privilege()`` (less one ACL in the second test), over SASL_SSL/SCRAM. With
 one missing, the query fails naming the user, the permission and the resource; nothing reaches the output
-topic (not even an aborted record) and nothing is committed to the group. How long each failure takes is
-printed (``-s``), not asserted: the report of issue 39 has the figures.
+topic (not even an aborted record) and the group holds no offset past the start. How long each failure
+takes is printed (``-s``), not asserted: the report of issue 39 has the figures.
 """
 
 from __future__ import annotations
@@ -119,4 +119,5 @@ def test_each_missing_acl_is_one_sentence_with_nothing_written_or_committed(
     admin = AdminMetadata({**secure_kafka.admin_settings(), "isolation.level": "read_uncommitted"})
     written = admin.latest([TopicPartition(scene.output, p) for p in range(2)])
     assert set(written.values()) == {0}, "records reached the output topic"
-    assert secured.group_offsets(scene.group, scene.source, 2) == {}
+    # The source commits its starting offsets at its first poll; nothing read is committed past them.
+    assert set(secured.group_offsets(scene.group, scene.source, 2).values()) <= {0}

@@ -3,8 +3,9 @@
 The broker (``secure_kafka``, tests/support/secure.py) has TLS on every listener and ACLs on; ``app`` holds
 exactly docs/security.md's least privilege, on the ``s-`` prefix. Two tests per login: Spark in this
 process (batch and streaming reads with both fetchers, group commits, the at-least-once and exactly-once
-sinks), and ``sparkafka run`` in a subprocess (a pipeline whose password comes from the environment,
-killed mid-commit and run again), followed by the CLI tools on what it left.
+sinks, the driver's raw read of the intent log), and ``sparkafka run`` in a subprocess (a pipeline whose
+password comes from the environment, killed mid-commit and run again), followed by the CLI tools on what it
+left (offsets show, replan and reset --force, lag, txn list and resolve, topics, doctor).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from typing import Any
 
 import pytest
 
+from sparkafka.client.raw_log import CONTROL_COMMIT, read_raw_batches
 from sparkafka.local.procs import GroupProcess
 from sparkafka.local.secure_kafka import SecureKafka
+from sparkafka.sink.intents import intent_topic
 from sparkafka.sink.writer import query_id_from_checkpoint
 from sparkafka.structs import TopicPartition
 from tests.support.kafka import Kafka
@@ -83,6 +86,11 @@ def test_reads_group_commits_and_both_sinks(
     assert query.exception() is None, query.exception()
     assert secured.committed_values(out) == Counter(v.encode() for v in values)
     assert secured.group_offsets(group, src, 2) == {TopicPartition(src, 0): 20, TopicPartition(src, 1): 20}
+    # The driver's marker search (kafka-python's raw Fetch, used when an EndTxn answer cannot tell a
+    # transaction's outcome) reads the intent log as app with the same settings: each task's witness
+    # record's transaction left a COMMIT marker there.
+    raw = read_raw_batches(secure_conf(login), intent_topic(prefix))[0]
+    assert any(b.is_control and b.control_type == CONTROL_COMMIT for b in raw), raw
 
     again = secured.topic(partitions=1, prefix=unique("alo"))
     rows = spark.createDataFrame([(f"k{i}", f"a{i}") for i in range(25)], "key string, value string")
@@ -236,7 +244,7 @@ def test_broker_command_secure_prints_the_settings_and_writes_the_client_config(
         passwords = {logins["admin"]["kafka.sasl.password"], logins["app"]["kafka.sasl.password"]}
         text = "".join(said)
         assert not [p for p in passwords if p in text]
-        assert f"  kafka.sasl.password=<in {config}>" in said
+        assert f"  kafka.sasl.password=<in {config}>\n" in said
         assert "  kafka.sasl.username=app\n" in said
         assert "  kafka.security.protocol=SSL\n" in said
         for login in logins.values():  # each login answers, as the settings say

@@ -134,7 +134,7 @@ SASL = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sas
 
 def test_a_fetch_refused_by_acl_is_one_sentence_naming_the_user_and_the_grant(broker: Any) -> None:
     """The driver reads the intent log raw when an EndTxn answer cannot say what became of a transaction;
-    a missing READ there is the sentence every other refusal is, not "error 29" (TOPIC_AUTHORIZATION_FAILED)."""
+    a missing READ there is the sentence every other refusal is, not "error 29" (the authorization code)."""
     broker([fetch_answer(-1, error=29)])
     with pytest.raises(AuthorizationError) as refused:
         find_marker(SASL, TP, 7, (2, 5), timeout_s=10)
@@ -168,5 +168,5 @@ def test_the_marker_search_does_not_take_a_refusal_for_a_broker_to_ask_again(
     monkeypatch.setattr(outcomes, "AdminMetadata", Ends)
     broker([fetch_answer(-1, error=29)])
     handle = TxnHandle("eos-0", 7, 3, probe=MarkerProbe("t", 0, 2))
-    with pytest.raises(AuthorizationError, match="^user etl may not READ topic t "):
+    with pytest.raises(AuthorizationError, match=r"^user etl may not READ topic t "):
         outcomes.KafkaEvidence(SASL, 10).find(handle, 0, 0)
