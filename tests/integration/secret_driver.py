@@ -17,7 +17,6 @@ import contextlib
 import io
 import json
 import logging
-import re
 import sys
 import urllib.request
 from pathlib import Path
@@ -32,14 +31,17 @@ def _page(url: str) -> str:
         return str(answer.read().decode(errors="replace"))
 
 
-def _ui_pages(base: str, out: Path) -> None:
+def _ui_pages(base: str, app_id: str, out: Path) -> None:
     pages = {"environment": "/environment/", "sql": "/SQL/", "jobs": "/jobs/"}
     pages["streaming"] = "/StreamingQuery/"
     for name, path in pages.items():
         (out / f"ui-{name}.html").write_text(_page(base + path))
-    sql = (out / "ui-sql.html").read_text()
-    for execution in sorted(set(re.findall(r"execution/\?id=(\d+)", sql)), key=int):
-        (out / f"ui-sql-{execution}.html").write_text(_page(f"{base}/SQL/execution/?id={execution}"))
+    # The SQL tab's table is filled by its script from the REST API (Spark 4): the same, with the plans
+    api = _page(f"{base}/api/v1/applications/{app_id}/sql?details=true&planDescription=true")
+    (out / "ui-sql-api.json").write_text(api)
+    for execution in sorted({int(e["id"]) for e in json.loads(api)}):
+        page = _page(f"{base}/SQL/execution/?id={execution}")
+        (out / f"ui-sql-execution-{execution}.html").write_text(page)
 
 
 def main(argv: list[str]) -> int:
@@ -107,7 +109,7 @@ def main(argv: list[str]) -> int:
             except Exception as e:  # noqa: BLE001 - every error's text is what this records
                 errors.append(str(e))
         (out / "errors.txt").write_text("\n\n".join(errors))
-        _ui_pages(str(spark.sparkContext.uiWebUrl).rstrip("/"), out)
+        _ui_pages(str(spark.sparkContext.uiWebUrl).rstrip("/"), spark.sparkContext.applicationId, out)
         print("DONE", flush=True)
         return 0
     finally:

@@ -73,7 +73,8 @@ def test_a_canary_password_appears_nowhere(secure_kafka: SecureKafka, secured: K
     assert {"out/explain.txt", "out/progress.json", "out/errors.txt", "out/driver.log"} <= made
     assert any(m.startswith("out/events/") for m in made)
     assert any(m.startswith("out/checkpoint/offsets/") for m in made)
-    assert any(m.startswith("out/ui-sql-") for m in made)
+    assert "out/ui-sql-api.json" in made
+    assert any(m.startswith("out/ui-sql-execution-") for m in made)
     assert any("/sparkafka/metrics/" in m for m in made)
     errors = (out / "errors.txt").read_text()
     assert "option startingOffsets='nope' is not allowed" in errors
