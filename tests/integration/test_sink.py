@@ -39,7 +39,7 @@ def test_batch_write_exactly_once_with_keys_on_java_partitions(
         .mode("append")
         .save()
     )
-    view = committed_view(kafka.conf, topic)
+    view = committed_view(kafka.conf, topic, settle_s=10)
     got = {(r.key, r.value): p for p, records in view.items() for r in records}
     assert len(got) == 300
     assert sum(len(v) for v in view.values()) == 300
@@ -354,7 +354,7 @@ def test_partition_column_headers_timestamp_and_roundrobin(spark: Any, kafka: Ka
         .mode("append")
     )
     writer.save()
-    view = committed_view(kafka.conf, topic)
+    view = committed_view(kafka.conf, topic, settle_s=10)
     placed = {r.value.decode(): p for p, records in view.items() for r in records if r.value}
     assert all(placed[f"v{i}"] == 2 for i in range(5))  # the explicit partition column wins
     rest = Counter(placed[f"v{i}"] for i in range(5, 20))
