@@ -119,6 +119,39 @@ def test_first_answer_stops_at_the_first_decisive_error() -> None:
     assert now[0] == pytest.approx(0.25)  # one slice waited out, not five seconds
 
 
+def test_a_plaintext_client_at_a_tls_port_is_told_after_a_second_not_at_the_bound() -> None:
+    """The brokers close a plaintext connection to a TLS port without a word: after TLS_PROBE_AFTER_S of
+    silence the port is asked once whether it speaks TLS (measured: 5.0 s, the whole bound, before the probe
+    counted from the first ask rather than from each slice)."""
+    from sparkafka.client.contact import TLS_PROBE_AFTER_S
+
+    class Silent:
+        def list_topics(self, timeout: float) -> None:
+            now[0] += timeout  # nothing answers within the slice
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata"))
+
+        def poll(self, _timeout: float) -> int:
+            return 0
+
+    now = [0.0]
+    probes: list[float] = []
+
+    def probe(_conf: object) -> bool:
+        probes.append(now[0])
+        return True
+
+    with pytest.raises(AuthenticationError, match=r"speaks TLS but kafka.security.protocol is PLAINTEXT"):
+        first_answer(
+            {"bootstrap.servers": "127.0.0.1:9093"},
+            5.0,
+            make_admin=lambda _s: Silent(),
+            clock=lambda: now[0],
+            sleep=lambda s: now.__setitem__(0, now[0] + s),
+            probe_tls=probe,
+        )
+    assert probes == [TLS_PROBE_AFTER_S]  # once, after a second of silence, far within the 5 s bound
+
+
 def test_denied_names_user_operation_resource_and_the_grant() -> None:
     access = Access("WRITE", "transactional id", "orders-eos", prefixed=True)
     error = denied(SASL, access, "opening txn orders-eos-0")

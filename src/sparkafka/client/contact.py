@@ -77,8 +77,8 @@ def first_answer(
     probed = False
     last: Exception | None = None
     while True:
-        began = clock()
-        wait = max(min(SLICE_S, deadline - began), 0.001)
+        asked = clock()
+        wait = max(min(SLICE_S, deadline - asked), 0.001)
         try:
             admin.list_topics(timeout=wait)
         except Exception as e:  # noqa: BLE001 - KafkaException until a broker answers; the callback says why
@@ -95,7 +95,7 @@ def first_answer(
                 raise _speaks_tls(conf)
         if clock() >= deadline:
             break
-        sleep(max(0.0, began + wait - clock()))  # an ask refused at once: wait out its slice
+        sleep(max(0.0, asked + wait - clock()))  # an ask refused at once: wait out its slice
     if plaintext and not probed and probe_tls(conf):
         raise _speaks_tls(conf)
     servers = conf.get("bootstrap.servers")
