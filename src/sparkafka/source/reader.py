@@ -97,6 +97,7 @@ class _Planner:
         """Partitions at start; none is an error naming the subscription (Flink's behaviour)."""
         found = self.discover()
         tps = found.partitions
+        self.metadata.require_source_access(self.options, tps)
         sub = self.options.subscription
         missing = [t for t in sub.topics if not any(tp.topic == t for tp in tps)]
         if missing:

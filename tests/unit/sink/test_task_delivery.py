@@ -22,13 +22,13 @@ class Unreadable:
 
 
 def test_failed_deliveries_are_recorded_with_where_they_went() -> None:
-    delivery = _Delivery()
+    delivery = _Delivery({})
     delivery(None, Message())
     delivery("MSG_SIZE_TOO_LARGE", Message())
     assert delivery.errors == ["out-2: MSG_SIZE_TOO_LARGE"]
 
 
 def test_a_fatal_error_is_kept_when_the_message_cannot_name_its_partition() -> None:
-    delivery = _Delivery()
+    delivery = _Delivery({})
     delivery("_FENCED: producer fenced", Unreadable())
     assert delivery.errors == ["a record: _FENCED: producer fenced"]

@@ -45,6 +45,9 @@ class Cluster:
         found = self.partitions(subscription)
         return Discovery(found, {t: i for t, i in self.ids.items() if any(tp.topic == t for tp in found)})
 
+    def require_source_access(self, options: object, found: object) -> None:
+        pass  # an in-memory cluster refuses nothing
+
     def earliest(self, tps: Iterable[TopicPartition]) -> Offsets:
         return {tp: self.logs[tp][0] for tp in tps}
 
