@@ -292,9 +292,9 @@ def write_task(
 
 def _flush(producer: Any, delivery: _Delivery, timeout_s: float = 300.0) -> None:
     left = producer.flush(timeout_s)
-    if delivery.denied is not None:
-        delivery.errors = []
-        raise delivery.denied
+    if delivery.denied is not None:  # reset: the delivery report outlives this flush (a cached producer)
+        denied, delivery.denied, delivery.errors = delivery.denied, None, []
+        raise denied
     if delivery.errors:
         errors, delivery.errors = delivery.errors, []
         # The broker's MESSAGE_TOO_LARGE (the topic's max.message.bytes) arrives here, as a delivery error.
