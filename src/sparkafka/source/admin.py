@@ -42,6 +42,18 @@ class SourceMetadata(AdminMetadata):
             named = {*sub.topics, *(tp.topic for tp in sub.partitions)}
             self.require(source_access(options, named | {tp.topic for tp in found}))  # a new group: unchecked
 
+    def confirm_gone(self, topics: set[str]) -> None:
+        """On a cluster that knows who the client is: raise ``AuthorizationError`` when the user may not
+        DESCRIBE one of ``topics``, which discovery no longer finds (``data_loss.next_positions``).
+
+        Runs on the driver, only when a subscribed topic went missing. Kafka answers
+        TOPIC_AUTHORIZATION_FAILED for a topic the user may not describe whether or not it exists, so a
+        deleted topic whose ACLs went with it also stops the query here, in a sentence naming the ACL,
+        rather than being taken for deleted on a guess.
+        """
+        if authenticated(self._conf):
+            self.require([Access("DESCRIBE", "topic", t) for t in sorted(topics)])
+
     def discover(self, subscription: Subscription) -> Discovery:
         """The partitions that exist now and belong to the subscription, and their topics' ids (those the
         broker has: Kafka 2.8 and later).

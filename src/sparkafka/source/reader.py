@@ -289,6 +289,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             lambda: discovered(force=True),
             subscription=self._options.subscription,
             fail_on_data_loss=self._options.fail_on_data_loss,
+            confirm_gone=metadata.confirm_gone,
         )
         if self._target is not None:
             latest = {tp: min(o, self._target.get(tp, kept[tp])) for tp, o in latest.items()}

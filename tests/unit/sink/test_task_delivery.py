@@ -54,4 +54,5 @@ def test_a_refused_delivery_fails_one_flush_not_every_later_one() -> None:
     with pytest.raises(AuthorizationError, match="may not WRITE topic out"):
         _flush(Flushing(), delivery)
     _flush(Flushing(), delivery)  # nothing new went wrong
-    assert delivery.denied is None and delivery.errors == []
+    assert delivery.denied is None
+    assert delivery.errors == []
