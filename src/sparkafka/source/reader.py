@@ -295,6 +295,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = {tp: min(o, self._target.get(tp, kept[tp])) for tp, o in latest.items()}
         self._reported = {**latest, **moved}
         self._reported_ids = ids
+        if moved and self._aligner is not None:
+            self._aligner.forget(moved)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         latest = self._align(kept, latest, max_rows)
         min_offsets = self._options.min_offsets_per_trigger
