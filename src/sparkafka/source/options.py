@@ -137,9 +137,10 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
     Option(
         "partitionDiscoveryIntervalMs",
         "How often the driver looks for new partitions and topics (Flink's "
-        "`partition.discovery.interval.ms`): `0` at every offset poll, `-1` only at start. New partitions "
-        "start at earliest; a subscription with no partition at start is an error.",
-        default="30000",
+        "`partition.discovery.interval.ms`): `0` (the default, as Spark does) at every trigger, `-1` only "
+        "at start. New partitions start at earliest, read from the batch after the one that found them; "
+        "a subscription with no partition at start is an error.",
+        default="0",
     ),
     Option(
         "parallelism",
@@ -416,7 +417,7 @@ class SourceOptions:
     ending_timestamps: Mapping[TopicPartition, int] | None = None
     """``endingOffsetsByTimestamp`` (batch): the same per partition."""
     offset_reset: OffsetReset = "latest"
-    discovery_interval_ms: int = 30_000
+    discovery_interval_ms: int = 0
     parallelism: int | None = None
     strategy: AssignmentStrategy = "flink"
     min_partitions: int | None = None
@@ -572,7 +573,7 @@ def parse_source_options(
         ending_timestamp=ending_ts,
         ending_timestamps=ending_by_ts,
         offset_reset=reset,
-        discovery_interval_ms=reader.get_int("partitionDiscoveryIntervalMs", 30_000, minimum=-1),
+        discovery_interval_ms=reader.get_int("partitionDiscoveryIntervalMs", 0, minimum=-1),
         parallelism=reader.optional_int("parallelism", minimum=1),
         strategy=reader.choice("assignmentStrategy", STRATEGIES, "flink"),
         min_partitions=split["minPartitions"],

@@ -26,7 +26,7 @@ def test_defaults_without_group() -> None:
     assert o.kafka["enable.auto.commit"] == "false"
     assert o.kafka["isolation.level"] == "read_committed"
     assert o.strategy == "flink"
-    assert o.discovery_interval_ms == 30_000
+    assert o.discovery_interval_ms == 0  # every trigger, as Spark lists partitions
     assert o.fail_on_data_loss is True
 
 
