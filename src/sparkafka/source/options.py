@@ -104,8 +104,8 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
         'JSON `{"topic": {"0": 1700000000000}}`: a starting timestamp per partition, naming exactly the '
         "partitions the query reads; with `kafka.group.id` it may leave some out, as a JSON "
         "`startingOffsets` may.",
-        spark="Spark requires every assigned partition in the map (here too, without `kafka.group.id`); "
-        "negative timestamps are refused here.",
+        spark="Spark requires every assigned partition in the map; here too, unless `kafka.group.id` is "
+        "set.",
     ),
     Option(
         "startingOffsetsByTimestampStrategy",
