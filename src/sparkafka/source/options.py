@@ -104,8 +104,7 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
         'JSON `{"topic": {"0": 1700000000000}}`: a starting timestamp per partition, naming exactly the '
         "partitions the query reads; with `kafka.group.id` it may leave some out, as a JSON "
         "`startingOffsets` may.",
-        spark="Spark requires every assigned partition in the map; here too, unless `kafka.group.id` is "
-        "set.",
+        spark="Spark requires every assigned partition in the map; here too, unless `kafka.group.id` is set.",
     ),
     Option(
         "startingOffsetsByTimestampStrategy",
@@ -519,14 +518,15 @@ def parse_source_options(
 ) -> SourceOptions:
     """Validate the source's options; raise ConfigError naming the option and what is allowed.
 
-    ``batch``: for ``spark.read`` (trigger limits dropped, offsets never committed). ``quiet``: no warning
-    about options a batch read ignores (the data source's ``schema()``, asked for streams and batches alike).
+    ``batch``: for ``spark.read`` (trigger limits dropped, offsets never committed). ``quiet``: for the data
+    source's ``schema()``, which Spark asks for streams and batches alike: no warning about options a batch
+    read ignores, and no refusal of what only a batch read refuses (a start at latest; ``reader()`` does).
     """
     reader = OptionReader(options, names(SOURCE_OPTIONS), "sparkafka source")
     kafka, reset = _kafka_settings(reader)
     group_id = kafka.get("group.id") or None
     subscription = _parse_subscription(reader)
-    startup, specific, timestamp, timestamps = _startup(reader, group_id, batch)
+    startup, specific, timestamp, timestamps = _startup(reader, group_id, batch, batch_only_checks=not quiet)
     ending, ending_ts, ending_by_ts = _ending(reader, batch)
     max_records = _alias_int(reader, "maxRecordsPerTrigger", "maxOffsetsPerTrigger", minimum=1)
     min_offsets = reader.optional_int("minOffsetsPerTrigger", minimum=0)
@@ -698,7 +698,7 @@ def _kafka_settings(reader: OptionReader) -> tuple[dict[str, str], OffsetReset]:
 
 
 def _startup(
-    reader: OptionReader, group_id: str | None, batch: bool
+    reader: OptionReader, group_id: str | None, batch: bool, batch_only_checks: bool = True
 ) -> tuple[StartupMode, dict[TopicPartition, int], int | None, dict[TopicPartition, int]]:
     """(startup mode, specific offsets, starting timestamp, timestamps per partition).
 
@@ -740,13 +740,13 @@ def _startup(
         raise ConfigError(
             "startingOffsets=group needs option kafka.group.id (the consumer group to start from)"
         )
-    if batch and startup == "latest":
+    if batch and batch_only_checks and startup == "latest":
         raise ConfigError(
             "option startingOffsets=latest is not allowed in a batch read (spark.read), as in Spark: "
             "it would read nothing; use earliest, group, or JSON offsets"
         )
     at_latest = sorted(tp for tp, o in specific.items() if o == LATEST)
-    if batch and at_latest:
+    if batch and batch_only_checks and at_latest:
         raise ConfigError(
             f"option startingOffsets gives -1 (latest) for {', '.join(map(str, at_latest))}, which a batch "
             "read (spark.read) does not allow, as in Spark; use -2 (earliest) or an offset"
