@@ -34,10 +34,10 @@ def default_task_count(partitions: int, cores: int | None) -> int | None:
     with one client, never more than there are partitions; None (one task per partition, as Spark's
     connector has) when the cores are not known.
 
-    Why not one task per partition: each task of a Python data source costs Spark several ms (scheduling,
-    a round trip to a Python worker, the task's pickled plan), each costs the reader a client's first
-    fetch, and each costs the exactly-once sink a transaction; at 200 partitions that was most of a batch
-    (``bench/PARTITIONS.md``). More tasks than cores run in waves and read no faster.
+    Why not one task per partition: each task of a Python data source costs Spark 30-45 ms (scheduling, a
+    round trip to a Python worker, the task's pickled plan), and each costs the exactly-once sink
+    downstream a transaction; at 200 partitions that was most of a batch (``bench/PARTITIONS.md``). More
+    tasks than cores run in waves and read no faster.
     """
     if cores is None:
         return None
