@@ -199,7 +199,10 @@ def read_timed(
 
 
 def bench_reader(conf: dict[str, str], topics: dict[int, str], args: argparse.Namespace) -> None:
-    print("reader: one batch's share of every partition, read_ranges in this process (ms)")
+    if args.fetch_wait_ms is not None:
+        conf = {**conf, "fetch.wait.max.ms": str(args.fetch_wait_ms)}
+    waits = f", fetch.wait.max.ms {args.fetch_wait_ms}" if args.fetch_wait_ms is not None else ""
+    print(f"reader: one batch's share of every partition, read_ranges in this process (ms{waits})")
     for fetcher in args.fetchers.split(","):
         for n, topic in sorted(topics.items()):
             per = max(args.batch_records // n, 1)
@@ -364,6 +367,9 @@ def main() -> None:
     parser.add_argument("--batch-records", type=int, default=50_000, help="one batch's records in all")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--fetchers", default="native,python")
+    parser.add_argument(
+        "--fetch-wait-ms", type=int, help="the readers' fetch.wait.max.ms (default: theirs, 10)"
+    )
     parser.add_argument("--commit-tasks", type=int, default=200, help="most transactions in one commit")
     parser.add_argument("--only", default=",".join(PARTS), help="which parts, comma-separated")
     args = parser.parse_args()

@@ -20,7 +20,8 @@ connectors with the same options, only the format's name changed, as a user swit
            ``--scale-batch`` (50,000) into ``noop``, theirs then ours: the total time from ``start()`` and
            the median batch time; then, with ``--scale-sink``, the same read written to a topic with as many
            partitions, by their sink (at least once) and by ours exactly once. The goal: ours / theirs
-           <= 1.0 at every size.
+           <= 1.0 at every size. ``--scale-runs`` picks the runs: theirs, ours (default options),
+           ours-per-partition (``parallelism`` = the partition count), ours-fetch-wait-1ms.
   sink     rows from parquet files (default 2,000,000 rows with a 100 B value, 8 files) streamed with
            availableNow, 2 files per micro-batch, into Spark's sink (at least once) and ours (at least
            once, exactly once): records over the summed batch durations, and over the wall time.
@@ -394,12 +395,14 @@ def bench_scale(spark: Any, conf: dict[str, str], args: argparse.Namespace) -> N
             for f in admin.create_topics([NewTopic(t, n, 1) for t in sinks if t]).values():
                 f.result(60)
         for sink in sinks:
-            # Ours twice: by default (a task per core), and with a task per partition (``parallelism`` = the
-            # partition count, the default before issue 41), side by side with theirs in one run.
+            # Ours by default (a task per core), with a task per partition (``parallelism`` = the partition
+            # count, the default before issue 41) and with the readers' fetch wait at 1 ms (the reader's
+            # cost per partition, bench/PARTITIONS.md), side by side with theirs in one run.
             runs = {
                 "theirs": (THEIRS, {}),
                 "ours": (OURS, {}),
                 "ours-per-partition": (OURS, {"parallelism": str(n)}),
+                "ours-fetch-wait-1ms": (OURS, {"kafka.fetch.wait.max.ms": "1"}),
             }
             runs = {label: run for label, run in runs.items() if label in args.scale_runs.split(",")}
             got = {
@@ -415,15 +418,18 @@ def bench_scale(spark: Any, conf: dict[str, str], args: argparse.Namespace) -> N
                 )
                 for label, (fmt, options) in runs.items()
             }
-            t_wall, t_batch = got["theirs"]
             into = "noop" if sink is None else "sink (ours exactly once)"
-            print(f"  {n:>5} partitions into {into}: theirs {t_wall:6.1f} s (median batch {t_batch:5.2f} s)")
-            for label in [label for label in got if label != "theirs"]:
-                o_wall, o_batch = got[label]
+            print(f"  {n:>5} partitions into {into}:")
+            for label, (o_wall, o_batch) in got.items():
+                ratio = ""
+                if label != "theirs" and "theirs" in got:
+                    t_wall, t_batch = got["theirs"]
+                    ratio = (
+                        f"; SCALE ours/theirs total {o_wall / t_wall:.2f}, batch {o_batch / t_batch:.2f} "
+                        "(goal <= 1.0)"
+                    )
                 print(
-                    f"        {label:<20} {o_wall:6.1f} s (median batch {o_batch:5.2f} s); SCALE ours/theirs "
-                    f"total {o_wall / t_wall:.2f}, batch {o_batch / t_batch:.2f} (goal <= 1.0)",
-                    flush=True,
+                    f"        {label:<20} {o_wall:6.1f} s (median batch {o_batch:5.2f} s){ratio}", flush=True
                 )
 
 
@@ -483,7 +489,7 @@ def main() -> None:
     parser.add_argument(
         "--scale-runs",
         default="theirs,ours,ours-per-partition",
-        help="scale: which runs (theirs is required)",
+        help="scale: which runs, of theirs, ours, ours-per-partition, ours-fetch-wait-1ms",
     )
     parser.add_argument(
         "--only", default="source,latency,sink", help="which parts, comma-separated (or scale)"

@@ -34,7 +34,7 @@ def default_task_count(partitions: int, cores: int | None) -> int | None:
     with one client, never more than there are partitions; None (one task per partition, as Spark's
     connector has) when the cores are not known.
 
-    Why not one task per partition: each task of a Python data source costs Spark 30-45 ms (scheduling, a
+    Why not one task per partition: each task of a Python data source costs Spark 30-60 ms (scheduling, a
     round trip to a Python worker, the task's pickled plan), and each costs the exactly-once sink
     downstream a transaction; at 200 partitions that was most of a batch (``bench/PARTITIONS.md``). More
     tasks than cores run in waves and read no faster.
