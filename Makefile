@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkafka-installed
 
-.PHONY: demo test check lint unit integration kafka spark-kafka native bench-vs-spark bench-event-time bench-read-path bench-memory bench-source bench-sink bench-latency bench-avro setup check-java clean
+.PHONY: demo test check lint docs docs-serve unit integration kafka spark-kafka native bench-vs-spark bench-event-time bench-read-path bench-read-path-tls bench-memory bench-source bench-sink bench-latency bench-avro setup check-java clean
 
 setup: $(STAMP) check-java kafka native
 
@@ -21,7 +21,9 @@ spark-kafka: $(STAMP) check-java
 
 # sparkafka's native fetch (native/: Rust over librdkafka built from source, locked in native/Cargo.lock), into
 # the venv; cargo's build cache is ~/.cache/sparkafka/native-target, so a second clone builds in seconds.
-# Without it sparkafka reads through confluent-kafka (option fetcher=auto).
+# Without it sparkafka reads through confluent-kafka (option fetcher=auto). TLS and SASL come from the system's
+# OpenSSL 3 (libssl-dev, checked by scripts/check_rust.sh), linked dynamically so that the system's security
+# updates reach it: hence a wheel tagged linux_x86_64, for this machine's venv, not manylinux.
 NATIVE_STAMP := $(VENV)/.sparkafka-native
 NATIVE_TARGET := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/sparkafka/native-target
 native: $(NATIVE_STAMP)
@@ -30,7 +32,7 @@ $(NATIVE_STAMP): $(STAMP) $(wildcard native/Cargo.* native/pyproject.toml native
 	@scripts/check_rust.sh
 	rm -rf $(VENV)/native-wheels
 	CARGO_TARGET_DIR=$(NATIVE_TARGET) $(VENV)/bin/maturin build --quiet --release --locked \
-		-i $(PY) -m native/Cargo.toml -o $(VENV)/native-wheels
+		--compatibility linux -i $(PY) -m native/Cargo.toml -o $(VENV)/native-wheels
 	$(PY) -m pip install --quiet --force-reinstall --no-deps $(VENV)/native-wheels/sparkafka_native-*.whl
 	touch $@
 
@@ -50,8 +52,8 @@ demo: setup
 	$(VENV)/bin/sparkafka demo
 
 lint: $(STAMP) native
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench scripts
+	$(VENV)/bin/ruff format --check src tests bench scripts
 	$(VENV)/bin/mypy
 
 # Tests run in TEST_WORKERS processes (pytest-xdist), each with its own broker and SparkSession: most of a
@@ -59,6 +61,14 @@ lint: $(STAMP) native
 # other process fills. Two on the 2 cores CI has, so that a machine busy with other work still keeps up.
 TEST_WORKERS ?= 2
 PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
+
+# The documentation site (docs/, mkdocs.yml) into site/, with --strict: a broken link, anchor or page fails.
+# make test builds it too (tests/unit/test_docs.py), with every code block and generated reference checked.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
 
 test: setup spark-kafka lint
 	$(PY) -m pytest tests $(PARALLEL) --durations=12 --time-budget=30
@@ -87,6 +97,10 @@ bench-latency: setup
 bench-read-path: setup spark-kafka
 	$(PY) bench/read_path.py --spark
 
+# The same over TLS with SASL/SCRAM (a secured local broker): the native fetch against confluent-kafka.
+bench-read-path-tls: setup spark-kafka
+	$(PY) bench/read_path.py --spark --tls
+
 bench-memory: setup
 	$(PY) bench/worker_memory.py
 
@@ -102,4 +116,4 @@ bench-event-time: setup spark-kafka
 	$(PY) bench/event_time.py
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist site src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

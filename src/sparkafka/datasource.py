@@ -11,7 +11,6 @@ import functools
 import logging
 import os
 import sys
-import time
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
@@ -24,7 +23,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from sparkafka.errors import BrokerError, ConfigError, SparkafkaError
+from sparkafka.errors import ConfigError, SparkafkaError
 from sparkafka.source.options import parse_source_options
 
 __all__ = [
@@ -79,55 +78,32 @@ FIRST_CONTACT_S = 5.0
 
 
 def first_contact(
-    kafka: Mapping[str, str],
-    options: Mapping[str, Any],
-    metadata_timeout_ms: int,
-    *,
-    admin: Any = None,
-    clock: Callable[[], float] = time.monotonic,
+    kafka: Mapping[str, str], options: Mapping[str, Any], metadata_timeout_ms: int, *, make_admin: Any = None
 ) -> None:
-    """Ask the brokers for their topics once; raise BrokerError, one sentence, if none answers in time.
+    """Ask the brokers for their topics once; raise one sentence if none answers or they refuse the client.
 
     Runs where a query or write first needs Kafka, before the lookups that retry for ``metadataTimeoutMs``
     (30 s by default, right for a cluster that answered once and is electing leaders or restarting a
     broker, long for an address where nothing ever answered: measured 35 s and 581 librdkafka lines for a
     batch read from a wrong port). The bound is ``FIRST_CONTACT_S``, or ``metadataTimeoutMs`` when the user
-    set that option (a cluster known to answer slowly, say after an OAuth token fetch). Once this succeeds,
-    the lookups that follow keep their full retries. The client asking logs nothing (``log_level`` 0): the
-    sentence replaces librdkafka's "Connection refused" lines, as in ``sparkafka run``'s pre-flight.
+    set that option (a cluster known to answer slowly, say after an OAuth token fetch). A refused login or
+    TLS handshake is its own sentence at once (``client.contact.first_answer``). Once this succeeds, the
+    lookups that follow keep their full retries.
 
     Args:
         kafka: the librdkafka settings (``kafka.*`` without the prefix).
         options: the raw options, to tell whether ``metadataTimeoutMs`` was set.
         metadata_timeout_ms: ``metadataTimeoutMs`` as parsed.
-        admin: the AdminClient to ask; default the process's cached one (tests pass a fake).
-        clock: the clock the bound is kept with (tests pass a fake).
+        make_admin: makes the AdminClient to ask (tests pass a fake).
     """
-    from sparkafka.client.metadata import AdminMetadata
+    from sparkafka.client.contact import first_answer
 
     explicit = any(str(k).lower() == "metadatatimeoutms" for k in options)
     timeout_s = metadata_timeout_ms / 1000 if explicit else min(FIRST_CONTACT_S, metadata_timeout_ms / 1000)
-    try:
-        metadata = AdminMetadata({**kafka, "log_level": "0"}, timeout_s, admin=admin, clock=clock)
-    except Exception as e:  # noqa: BLE001 - confluent-kafka's KafkaException: librdkafka refused a setting
-        error: Any = e.args[0] if e.args else e
-        said = error.str() if callable(getattr(error, "str", None)) else str(error)
-        raise ConfigError(  # e.g. a kafka.ssl.ca.location that is not there: at load(), not at a task
-            f"the Kafka client could not be made with these kafka.* settings: {said}"
-        ) from None
-    try:
-        metadata.topics()
-    except BrokerError as e:
-        reason = str(e.__cause__ or e)
-        inner: Any = e.__cause__.args[0] if e.__cause__ is not None and e.__cause__.args else None
-        if callable(getattr(inner, "str", None)):  # the KafkaError of a KafkaException: its own words
-            reason = inner.str()
-        servers = kafka.get("bootstrap.servers")
-        raise BrokerError(  # the client layer's one wording (``client.core.broker_error``), then the advice
-            f"listing topics failed against bootstrap servers {servers} (option kafka.bootstrap.servers): "
-            f"no Kafka broker answered within {timeout_s:g} s; is it running, and is the address right? "
-            f"(librdkafka: {reason})"
-        ) from None
+    if make_admin is None:
+        first_answer(kafka, timeout_s)
+    else:
+        first_answer(kafka, timeout_s, make_admin=make_admin)
 
 
 def source_schema(include_headers: bool) -> StructType:
@@ -177,7 +153,6 @@ class KafkaDataSource(DataSource):
 
     @sentence_errors
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from sparkafka.errors import ConfigError
         from sparkafka.sink.modes import split_stream_batch
         from sparkafka.sink.options import input_columns, parse_sink_options
         from sparkafka.sink.writer import KafkaBatchWriter
@@ -226,7 +201,7 @@ CONNECT_NOTE = (
     "installed there (the server's driver and executors; Spark 4.3 does not ship addArtifacts files to "
     "streaming sources and sinks), exactly_once needs spark.speculation=false in the server's config (not "
     "checked from a client), and metrics files are written on the server's host: read them there, or use "
-    "the query's progress or the server's Prometheus endpoint (README: Spark Connect)"
+    "the query's progress or the server's Prometheus endpoint (docs/deploy.md: Spark Connect)"
 )
 
 

@@ -40,6 +40,14 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 def _start_broker(args: argparse.Namespace) -> Any:
     """The broker ``sparkafka broker`` asked for, started, its description printed."""
+    from sparkafka.errors import BrokerError
+
+    if args.tansu and args.secure:
+        raise BrokerError("option --secure is for Apache Kafka, not --tansu")
+    if args.client_config and not args.secure:
+        raise BrokerError(
+            "option --client-config needs --secure (a plaintext broker has no settings to write)"
+        )
     if args.tansu:
         from sparkafka.local.broker import KNOWN_GAPS, EmbeddedBroker
 
@@ -53,8 +61,10 @@ def _start_broker(args: argparse.Namespace) -> Any:
         print(f"`sparkafka doctor --bootstrap-servers {tansu.bootstrap_servers}` checks each. Ctrl-C to stop")
         return tansu
     from sparkafka.local.kafka_broker import ApacheKafka
+    from sparkafka.local.secure_kafka import SecureKafka
 
-    kafka = ApacheKafka(brokers=args.brokers, port=args.port, data_dir=args.data_dir, heap=args.heap).start()
+    kind = SecureKafka if args.secure else ApacheKafka
+    kafka = kind(brokers=args.brokers, port=args.port, data_dir=args.data_dir, heap=args.heap).start()
     nodes = (
         "1 broker, also the controller" if args.brokers == 1 else f"{args.brokers} brokers, each a controller"
     )
@@ -63,6 +73,11 @@ def _start_broker(args: argparse.Namespace) -> Any:
         f"ready in {kafka.started_in_s:.1f} s; pids {', '.join(str(p) for p in kafka.pids)}; data and logs "
         f"in {kafka.data_dir}" + ("" if args.data_dir else " (removed at exit)") + ". Ctrl-C to stop"
     )
+    if isinstance(kafka, SecureKafka):
+        from sparkafka.local.secure_kafka import describe_settings
+
+        written = kafka.write_client_config(args.client_config or kafka.data_dir / "client.json")
+        print(describe_settings(kafka, written))
     return kafka
 
 
@@ -79,13 +94,12 @@ def _cmd_lag(args: argparse.Namespace) -> int:
     from sparkafka.errors import SparkafkaError
     from sparkafka.ops.lag import fetch_group_lag
 
-    conf = {"bootstrap.servers": args.bootstrap_servers}
-
     def interrupt(*_: object) -> None:
         raise KeyboardInterrupt  # SIGTERM ends a watch like Ctrl-C: the readings so far are kept and plotted
 
     signal.signal(signal.SIGTERM, interrupt)
     try:
+        conf = _settings(args)
         first = fetch_group_lag(conf, args.group, args.topic, metrics_file=args.metrics_file)
         if not first.has_commits:
             where = f" on topic {args.topic}" if args.topic else ""
@@ -116,11 +130,16 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
+    from sparkafka.errors import SparkafkaError
     from sparkafka.ops.probes import IMPACT, PROBES, probe_broker
 
-    conf = {"bootstrap.servers": args.bootstrap_servers}
+    try:
+        conf = _settings(args)
+    except SparkafkaError as e:
+        print(f"sparkafka doctor: {e}", file=sys.stderr)
+        return 1
     console = Console()
-    table = Table(title=f"sparkafka doctor: {args.bootstrap_servers}")
+    table = Table(title=f"sparkafka doctor: {conf['bootstrap.servers']}")
     for name in ("check", "result", "observed", "what fails without it"):
         table.add_column(name, overflow="fold")
     passed = failed = 0
@@ -143,8 +162,8 @@ def _cmd_txn(args: argparse.Namespace) -> int:
     from sparkafka.errors import ConfigError, SparkafkaError
     from sparkafka.sink.txn_tool import STATE_NAMES, prefix_status, resolve, resolve_plan
 
-    conf = {"bootstrap.servers": args.bootstrap_servers}
     try:
+        conf = _settings(args)
         if args.txn_command == "list":
             status = prefix_status(conf, args.prefix)
             print(
@@ -195,8 +214,8 @@ def _cmd_offsets(args: argparse.Namespace) -> int:
         show_positions,
     )
 
-    conf = {"bootstrap.servers": args.bootstrap_servers}
     try:
+        conf = _settings(args)
         if args.offsets_command == "show":
             position, rows = show_positions(conf, args.checkpoint, args.group)
             print(render_show(position, rows, args.group))
@@ -245,8 +264,8 @@ def _cmd_topics(args: argparse.Namespace) -> int:
     )
     from sparkafka.errors import SparkafkaError
 
-    conf = {"bootstrap.servers": args.bootstrap_servers}
     try:
+        conf = _settings(args)
         if args.topics_command == "list":
             print(render_list(list_topics(conf, args.timeout), show_internal=args.all))
         elif args.topics_command == "create":
@@ -314,6 +333,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run_pipeline(cfg, sys.stdout, args.log_json)
 
 
+def _connection_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="the brokers (or --command-config)")
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="librdkafka settings (TLS, SASL): key=value lines, or JSON (FILE.json#NAME: one object of "
+        "several, as `sparkafka broker --secure --client-config` writes); ${VAR} from the environment",
+    )
+
+
+def _settings(args: argparse.Namespace) -> dict[str, str]:
+    from sparkafka.cli.connection import client_settings
+
+    return client_settings(args.bootstrap_servers, args.command_config)
+
+
 def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement per command and option
     from sparkafka import __version__
 
@@ -326,7 +361,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
         "broker",
         help="run Apache Kafka (KRaft) on 127.0.0.1 until Ctrl-C (--tansu: the pip-only broker)",
         description="Apache Kafka from the project's pinned jars (installed once from Maven Central), in "
-        "KRaft mode on loopback, on free ports. See the README's 'A local broker' section.",
+        "KRaft mode on loopback, on free ports. See docs/development.md, 'A local broker'.",
     )
     broker.add_argument(
         "--port", type=int, default=None, help="client port on 127.0.0.1 (default: a free one)"
@@ -336,6 +371,18 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     )
     broker.add_argument("--heap", default="512m", help="JVM heap per broker (default 512m)")
     broker.add_argument("--data-dir", default=None, help="keep data and logs here (default: a temporary dir)")
+    broker.add_argument(
+        "--secure",
+        action="store_true",
+        help="TLS only: SASL_SSL (SCRAM-SHA-512, PLAIN) and mutual TLS, ACLs on; a super user and an "
+        "application user without ACLs (docs/security.md)",
+    )
+    broker.add_argument(
+        "--client-config",
+        metavar="FILE",
+        help="with --secure: where to write the logins' kafka.* settings, passwords included (JSON, mode "
+        "0600; default: client.json in the data dir)",
+    )
     broker.add_argument("--tansu", action="store_true", help="the pip-only tansu broker instead (known gaps)")
     broker.add_argument("--storage", default="memory://tansu/", help="with --tansu: its storage engine URL")
     broker.set_defaults(func=_cmd_broker)
@@ -348,7 +395,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     demo.set_defaults(func=_cmd_demo)
 
     lag = sub.add_parser("lag", help="committed offset, log end and lag of a consumer group, per partition")
-    lag.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+    _connection_args(lag)
     lag.add_argument("--group", required=True, help="consumer group id")
     lag.add_argument("--topic", help="only this topic (default: every topic the group committed)")
     lag.add_argument(
@@ -367,10 +414,10 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     run = sub.add_parser(
         "run",
         help="run a Kafka-to-Kafka pipeline declared in a TOML file",
-        description="Run a pipeline file: the README's 'Pipelines without PySpark code: sparkafka run' "
-        "section documents every table and field, and examples/*.toml are runnable ones.",
+        description="Run a pipeline file: docs/pipelines.md documents every table and field, and "
+        "examples/*.toml are runnable ones.",
     )
-    run.add_argument("pipeline", help="the pipeline file (format: README, 'Pipelines without PySpark code')")
+    run.add_argument("pipeline", help="the pipeline file (format: docs/pipelines.md)")
     run.add_argument("--dry-run", action="store_true", help="print the resolved plan and schema, run nothing")
     run.add_argument("--log-json", metavar="FILE", help="append one JSON line per micro-batch to FILE")
     run.add_argument(
@@ -393,7 +440,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     txn_list = txn_sub.add_parser("list", help="each query's newest batch, its state, and open transactions")
     txn_resolve = txn_sub.add_parser("resolve", help="decide a query's unfinished batch by hand")
     for p in (txn_list, txn_resolve):
-        p.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+        _connection_args(p)
         p.add_argument("--prefix", required=True, help="the sink's transactionalIdPrefix")
     txn_resolve.add_argument("--query", required=True, help="the query id (see `sparkafka txn list`)")
     txn_resolve.add_argument(
@@ -410,7 +457,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     offsets = sub.add_parser(
         "offsets",
         help="a query's checkpoint, its group's and the log's offsets; reset a group's offsets",
-        description="See the README's 'Offsets: where a query is, and moving it' section.",
+        description="See docs/operations.md, 'Offsets: where a query is, and moving it'.",
     )
     offsets_sub = offsets.add_subparsers(dest="offsets_command", required=True)
     show = offsets_sub.add_parser(
@@ -420,7 +467,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
         "reset", help="move a consumer group's committed offsets (a dry run unless --execute)"
     )
     for p in (show, reset):
-        p.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+        _connection_args(p)
     show.add_argument("--checkpoint", required=True, metavar="DIR", help="the query's checkpoint directory")
     show.add_argument("--group", help="the source's kafka.group.id, to show its committed offsets")
     reset.add_argument("--group", required=True, help="the consumer group (kafka.group.id)")
@@ -441,7 +488,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
         help="plan a query's unfinished last batch again under its current options (a dry run unless "
         "--execute); for a batch the exactly-once sink refused as too old to commit",
     )
-    replan.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+    _connection_args(replan)
     replan.add_argument("--checkpoint", required=True, metavar="DIR", help="the query's checkpoint directory")
     replan.add_argument("--prefix", required=True, help="the exactly-once sink's transactionalIdPrefix")
     replan.add_argument("--execute", action="store_true", help="do it (without: say what would be done)")
@@ -456,7 +503,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     topics = sub.add_parser(
         "topics",
         help="list, create and describe topics",
-        description="See the README's 'Topics: sparkafka topics' section.",
+        description="See docs/operations.md, 'Topics'.",
     )
     topics_sub = topics.add_subparsers(dest="topics_command", required=True)
     topics_list = topics_sub.add_parser("list", help="topics with their partitions and replication factor")
@@ -465,7 +512,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
         "describe", help="per partition: leader, replicas, in-sync replicas, offsets; the topic's configs"
     )
     for p in (topics_list, topics_create, topics_describe):
-        p.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+        _connection_args(p)
         p.add_argument(
             "--timeout", type=float, default=30.0, metavar="SECONDS", help="give up after (default 30)"
         )
@@ -493,7 +540,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     topics.set_defaults(func=_cmd_topics)
 
     doctor = sub.add_parser("doctor", help="probe a broker for what sparkafka relies on")
-    doctor.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+    _connection_args(doctor)
     doctor.set_defaults(func=_cmd_doctor)
     return parser
 
