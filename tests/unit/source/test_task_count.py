@@ -18,34 +18,24 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from sparkafka.ops.query_progress import offsets_of
 from sparkafka.source.assignment import CORES_ENV, assign_tasks, default_task_count, spark_cores
-from sparkafka.source.options import Subscription, parse_source_options
+from sparkafka.source.options import parse_source_options
 from sparkafka.source.planning import (
     TASKS_KEY,
-    Discovery,
     offsets_from_json,
     offsets_to_json,
     tasks_from_json,
 )
 from sparkafka.source.reader import KafkaInputPartition, KafkaStreamReader, _Planner
 from sparkafka.structs import TopicPartition
+from tests.unit.source.test_data_loss import Cluster as DataLossCluster
 
-Offsets = dict[TopicPartition, int]
 
-
-class Cluster:
-    """Topic ``t`` with ``partitions`` partitions, each log ``[0, records)``."""
+class Cluster(DataLossCluster):
+    """Topic ``t`` with ``partitions`` partitions, each log ``[0, records)`` (``test_data_loss``'s fake)."""
 
     def __init__(self, partitions: int, records: int = 10) -> None:
-        self.logs = {TopicPartition("t", p): records for p in range(partitions)}
-
-    def discover(self, subscription: Subscription) -> Discovery:
-        return Discovery({tp for tp in self.logs if subscription.matches(tp.topic)}, {})
-
-    def earliest(self, tps: Iterable[TopicPartition]) -> Offsets:
-        return dict.fromkeys(tps, 0)
-
-    def latest(self, tps: Iterable[TopicPartition]) -> Offsets:
-        return {tp: self.logs[tp] for tp in tps}
+        super().__init__({TopicPartition("t", p): (0, records) for p in range(partitions)}, {})
+        self.ends = {tp: end for tp, (_, end) in self.logs.items()}
 
 
 def stream(cluster: Cluster, **options: str) -> KafkaStreamReader:
@@ -126,8 +116,8 @@ def test_a_batch_planned_before_the_count_was_kept_replays_a_task_per_partition(
 ) -> None:
     monkeypatch.setenv(CORES_ENV, "2")
     reader = stream(Cluster(6))
-    start = offsets_to_json(dict.fromkeys(Cluster(6).logs, 0))
-    end = offsets_to_json(Cluster(6).logs)  # an old checkpoint's end: no TASKS_KEY
+    start = offsets_to_json(dict.fromkeys(Cluster(6).ends, 0))
+    end = offsets_to_json(Cluster(6).ends)  # an old checkpoint's end: no TASKS_KEY
     assert len(reader.partitions(start, end)) == 6
 
 
@@ -138,7 +128,7 @@ def test_nothing_new_keeps_the_start_so_no_batch_runs(
     # Spark runs a batch when the end's JSON differs from the start's: a new count alone must not make one.
     monkeypatch.setenv(CORES_ENV, "4")
     cluster = Cluster(6)
-    start = offsets_to_json(cluster.logs, tasks=recorded)
+    start = offsets_to_json(cluster.ends, tasks=recorded)
     assert stream(cluster).latestOffset(start, ReadAllAvailable()) == start
 
 
