@@ -177,7 +177,8 @@ def register(spark: Any) -> None:
 
     Runs in the user's driver process. Also passes what the Python workers cannot see themselves through
     the context's worker environment (before registering, so the data source's workers get it):
-    where a ``--py-files`` archive is, ``spark.speculation`` (the exactly-once sink refuses it) and
+    where a ``--py-files`` archive is, ``spark.speculation`` (the exactly-once sink refuses it), Spark's
+    ``defaultParallelism`` (the source's default number of reader tasks, ``source.assignment``) and
     ``spark.network.timeout`` (the source's default ``pollTimeoutMs``).
     And wraps PySpark's ``DataStreamWriter`` once per process, so that ``outputMode("update")`` works
     for ``format("sparkafka")`` (``sparkafka.stream_writer``; not on Spark Connect).
@@ -190,6 +191,7 @@ def register(spark: Any) -> None:
 
     _ship_archive_to_driver_runners(spark)
     _tell_workers_about_speculation(spark)
+    _tell_workers_about_cores(spark)
     _tell_workers_about_network_timeout(spark)
     _workers_on_this_interpreter(spark)
     spark.dataSource.register(KafkaDataSource)
@@ -230,6 +232,12 @@ def _tell_workers_about_speculation(spark: Any) -> None:
 
     speculation = spark.sparkContext.getConf().get("spark.speculation", "false")
     spark.sparkContext.environment[SPECULATION_ENV] = str(speculation).strip().lower()
+
+
+def _tell_workers_about_cores(spark: Any) -> None:
+    from sparkafka.source.assignment import CORES_ENV
+
+    spark.sparkContext.environment[CORES_ENV] = str(spark.sparkContext.defaultParallelism)
 
 
 def _tell_workers_about_network_timeout(spark: Any) -> None:
