@@ -24,7 +24,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from sparkafka.errors import ConfigError, SparkafkaError
-from sparkafka.source.options import parse_source_options
+from sparkafka.source.options import NETWORK_TIMEOUT_ENV, parse_source_options
 
 __all__ = [
     "FIRST_CONTACT_S",
@@ -177,8 +177,9 @@ def register(spark: Any) -> None:
 
     Runs in the user's driver process. Also passes what the Python workers cannot see themselves through
     the context's worker environment (before registering, so the data source's workers get it):
-    where a ``--py-files`` archive is, ``spark.speculation`` (the exactly-once sink refuses it), and
-    Spark's ``defaultParallelism`` (the source's default number of reader tasks, ``source.assignment``).
+    where a ``--py-files`` archive is, ``spark.speculation`` (the exactly-once sink refuses it), Spark's
+    ``defaultParallelism`` (the source's default number of reader tasks, ``source.assignment``) and
+    ``spark.network.timeout`` (the source's default ``pollTimeoutMs``).
     And wraps PySpark's ``DataStreamWriter`` once per process, so that ``outputMode("update")`` works
     for ``format("sparkafka")`` (``sparkafka.stream_writer``; not on Spark Connect).
     """
@@ -191,6 +192,7 @@ def register(spark: Any) -> None:
     _ship_archive_to_driver_runners(spark)
     _tell_workers_about_speculation(spark)
     _tell_workers_about_cores(spark)
+    _tell_workers_about_network_timeout(spark)
     _workers_on_this_interpreter(spark)
     spark.dataSource.register(KafkaDataSource)
     install()
@@ -236,6 +238,12 @@ def _tell_workers_about_cores(spark: Any) -> None:
     from sparkafka.source.assignment import CORES_ENV
 
     spark.sparkContext.environment[CORES_ENV] = str(spark.sparkContext.defaultParallelism)
+
+
+def _tell_workers_about_network_timeout(spark: Any) -> None:
+    # The source's pollTimeoutMs defaults to spark.network.timeout, as in Spark's connector.
+    timeout = spark.sparkContext.getConf().get("spark.network.timeout", "120s")
+    spark.sparkContext.environment[NETWORK_TIMEOUT_ENV] = str(timeout)
 
 
 def shipped_archive() -> str | None:

@@ -8,11 +8,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-__all__ = ["INTERNAL_TOPIC_PREFIX", "TimestampedOffset", "TopicPartition", "committed_offsets"]
+__all__ = [
+    "INTERNAL_TOPIC_PREFIX",
+    "KAFKA_INTERNAL_TOPICS",
+    "TimestampedOffset",
+    "TopicPartition",
+    "committed_offsets",
+]
 
 INTERNAL_TOPIC_PREFIX = "_sparkafka-"
 """Topics sparkafka creates for itself (the sink's commit-intent logs); a ``subscribePattern`` never matches
 them, as Kafka's consumers leave out ``__consumer_offsets``."""
+
+KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+"""Kafka's internal topics (``org.apache.kafka.common.internals.Topic.INTERNAL_TOPICS``): the only topics
+Spark's connector and Kafka's ``listTopics`` leave out. A user topic named ``__orders`` is not one."""
 
 
 class TopicPartition(NamedTuple):

@@ -26,6 +26,7 @@ from sparkafka.local.kafka_broker import ApacheKafka
 from sparkafka.local.procs import GroupProcess
 from sparkafka.sink.intents import IntentLog, IntentRecord, intent_topic
 from sparkafka.sink.txn_control import TxnHandle
+from sparkafka.structs import KAFKA_INTERNAL_TOPICS
 from tests.integration.test_pipeline_cli import example_for_run
 from tests.support.kafka import Kafka
 from tests.support.wait import wait_until
@@ -216,7 +217,7 @@ def test_topics_create_list_describe_and_their_one_line_errors(
     assert listed.returncode == 0, listed.stderr
     rows = {line.split()[0]: line.split()[1:] for line in listed.stdout.splitlines()[1:-1]}
     assert rows[name] == ["3", "1"]
-    assert not any(t.startswith(("__", "_sparkafka-")) for t in rows)
+    assert not any(t in KAFKA_INTERNAL_TOPICS or t.startswith("_sparkafka-") for t in rows)
     assert re.search(r"internal topics? hidden \(--all shows", listed.stdout.splitlines()[-1])
     everything = cli("topics", "list", "--all", *servers).stdout
     assert re.search(rf"^{intent_topic(f'p-{name}')}\s+1\s+1\s+\(internal\)$", everything, re.M), everything

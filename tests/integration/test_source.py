@@ -31,7 +31,7 @@ def test_batch_read_earliest_to_latest_with_ending_offsets(
     assert sorted(r["value"].decode() for r in rows) == sorted(values)
     assert {r["timestampType"] for r in rows} == {0}
     assert all(r["key"].startswith(b"k") for r in rows)
-    ending = df.option("endingOffsets", f'{{"{topic}": {{"0": 10, "1": 5}}}}').load()
+    ending = df.option("endingOffsets", f'{{"{topic}": {{"0": 10, "1": 5, "2": -1}}}}').load()
     assert Counter(r["partition"] for r in ending.collect()) == {0: 10, 1: 5, 2: 30}
 
 
@@ -452,7 +452,7 @@ def test_batch_read_of_an_empty_range_counts_zero(
     reader = (
         spark.read.format("sparkafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
     )
-    assert reader.option("startingOffsets", "latest").load().count() == 0
-    # A partition that does not exist is warned about and read as nothing; the others as asked.
-    offsets = f'{{"{topic}": {{"0": -2, "1": -2, "7": 0}}}}'
-    assert reader.option("startingOffsets", offsets).option("endingOffsets", "latest").load().count() == 2
+    empty = f'{{"{topic}": {{"0": 0, "1": 0}}}}'
+    assert reader.option("startingOffsets", empty).option("endingOffsets", empty).load().count() == 0
+    everything = f'{{"{topic}": {{"0": -2, "1": -2}}}}'
+    assert reader.option("startingOffsets", everything).option("endingOffsets", "latest").load().count() == 2

@@ -35,6 +35,7 @@ def test_kafkas_and_sparkafkas_own_topics_are_internal() -> None:
     assert is_internal("_sparkafka-intents-orders")
     assert not is_internal("orders")
     assert not is_internal("_orders")
+    assert not is_internal("__orders")  # a user's topic: only Kafka's own are internal
 
 
 def test_the_list_hides_internal_topics_unless_asked_and_says_so() -> None:

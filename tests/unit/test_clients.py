@@ -566,3 +566,19 @@ def test_a_broker_that_cannot_describe_topics_is_answered_from_its_topic_list_wi
     admin = Unsupported({"a": 2, "b": 1}, {})
     meta, _ = metadata(admin)
     assert meta.describe_topics(["a", "missing"]) == {"a": (2, None)}
+
+
+def test_user_topics_named_with_two_underscores_are_read_as_spark_reads_them() -> None:
+    """Only Kafka's internal topics are left out (as Admin.listTopics does for Spark), not every `__` name."""
+    from confluent_kafka import Uuid
+
+    from sparkafka.source.admin import SourceMetadata
+    from sparkafka.source.options import Subscription
+
+    names = {"__orders": 1, "__consumer_offsets": 2, "__transaction_state": 1, "__share_group_state": 1}
+    admin = DescribingAdmin(names, dict.fromkeys(names, Uuid(0, 0)))
+    clock = FakeClock()
+    meta = SourceMetadata(CONF, 30, clock=clock, sleep=clock.sleep, admin=admin)
+    assert set(meta.topics()) == {"__orders"}
+    assert meta.discover(Subscription(pattern="_"))[0] == {TopicPartition("__orders", 0)}
+    assert meta.discover(Subscription(topics=("__orders",)))[0] == {TopicPartition("__orders", 0)}

@@ -20,7 +20,7 @@ from typing import Any
 from sparkafka.client.core import admin_client, error_code, is_retriable, with_retries
 from sparkafka.client.metadata import AdminMetadata
 from sparkafka.errors import BrokerError, ConfigError
-from sparkafka.structs import INTERNAL_TOPIC_PREFIX, TopicPartition
+from sparkafka.structs import INTERNAL_TOPIC_PREFIX, KAFKA_INTERNAL_TOPICS, TopicPartition
 
 __all__ = [
     "PartitionInfo",
@@ -53,7 +53,7 @@ _REFUSALS = {
 def is_internal(topic: str) -> bool:
     """Kafka's own topics (``__consumer_offsets``, ``__transaction_state``, ...) and sparkafka's
     (``_sparkafka-intents-<prefix>``, probe topics): hidden by ``sparkafka topics list`` unless ``--all``."""
-    return topic.startswith(("__", INTERNAL_TOPIC_PREFIX))
+    return topic in KAFKA_INTERNAL_TOPICS or topic.startswith(INTERNAL_TOPIC_PREFIX)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from sparkafka.client.core import (
 )
 from sparkafka.client.security import Access, denied, denied_by
 from sparkafka.errors import AuthorizationError, BrokerError, PartitionsGoneError
-from sparkafka.structs import TimestampedOffset, TopicPartition, committed_offsets
+from sparkafka.structs import KAFKA_INTERNAL_TOPICS, TimestampedOffset, TopicPartition, committed_offsets
 
 __all__ = ["AdminMetadata", "Offsets", "TopicInfo"]
 
@@ -186,11 +186,12 @@ class AdminMetadata:
         return unchecked
 
     def topics(self) -> dict[str, int]:
-        """Every topic the cluster has, with its partition count (internal ``__`` topics left out)."""
+        """Every topic the cluster has, with its partition count (Kafka's internal topics left out, as its
+        Admin ``listTopics`` does; a user topic named ``__orders`` is listed)."""
         metadata = self._retry("listing topics", lambda left: self._admin.list_topics(timeout=left))
         out: dict[str, int] = {}
         for name, topic in metadata.topics.items():
-            if name.startswith("__") or topic.error is not None:
+            if name in KAFKA_INTERNAL_TOPICS or topic.error is not None:
                 continue
             out[name] = len(topic.partitions)
         return out

@@ -3,6 +3,7 @@ it), validated once."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ __all__ = [
     "input_columns",
     "parse_sink_options",
 ]
+
+log = logging.getLogger(__name__)
 
 DeliveryGuarantee = Literal["at_least_once", "exactly_once", "none"]
 Partitioner = Literal["default", "fixed", "roundrobin"]
@@ -202,21 +205,31 @@ class InputColumns:
 
 
 def input_columns(schema: Any, options: SinkOptions) -> InputColumns:
-    """Check the input schema (a Spark StructType); errors name the column and the expected type."""
+    """Check the input schema (a Spark StructType) as Spark's KafkaWriter does; errors name the column and
+    the expected type. Runs on the driver when the write starts.
+
+    Column names are matched exactly, case and all (a column ``Key`` is not the key; the first of two
+    columns with one name is used), and only the columns Spark reads are checked: not ``topic`` when the
+    ``topic`` option overrides it. ``timestamp``, which Spark 4.2 never reads, is sparkafka's addition: a
+    ``timestamp``-typed column gives the records' timestamps; one of another type is ignored, as Spark
+    ignores it, with a warning.
+    """
     from pyspark.sql import types as T  # noqa: N812 - PySpark's own idiom
 
-    fields = {f.name.lower(): f.dataType for f in schema.fields}
+    fields: dict[str, Any] = {}
+    for f in schema.fields:
+        fields.setdefault(f.name, f.dataType)
     header = T.ArrayType(
         T.StructType([T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())])
     )
     expected: dict[str, tuple[str, tuple[Any, ...]]] = {
         "value": ("binary or string", (T.BinaryType(), T.StringType())),
         "key": ("binary or string", (T.BinaryType(), T.StringType())),
-        "topic": ("string", (T.StringType(),)),
         "partition": ("int", (T.IntegerType(),)),
         "headers": ("array<struct<key: string, value: binary>>", (header,)),
-        "timestamp": ("timestamp", (T.TimestampType(),)),
     }
+    if options.topic is None:
+        expected["topic"] = ("string", (T.StringType(),))
     if "value" not in fields:
         raise ConfigError(
             "the sparkafka sink needs a column named value (binary or string); "
@@ -230,13 +243,20 @@ def input_columns(schema: Any, options: SinkOptions) -> InputColumns:
             )
     if "topic" not in fields and options.topic is None:
         raise ConfigError("the sparkafka sink needs option topic, or a string column named topic")
+    timestamp = "timestamp" in fields and _type_ok(fields["timestamp"], (T.TimestampType(),))
+    if "timestamp" in fields and not timestamp:
+        log.warning(
+            "column timestamp (%s) is not written as the records' timestamps: only a timestamp column is "
+            "(Spark's connector ignores the column whatever its type)",
+            fields["timestamp"].simpleString(),
+        )
     return InputColumns(
         key="key" in fields,
         # As in Spark's Kafka sink, the topic option overrides a topic column (KafkaWriter.scala).
         topic="topic" in fields and options.topic is None,
         partition="partition" in fields,
         headers="headers" in fields,
-        timestamp="timestamp" in fields,
+        timestamp=timestamp,
     )
 
 

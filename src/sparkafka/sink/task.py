@@ -188,8 +188,9 @@ class _Output:
         if n == 0:
             return
         producer, options, columns, router = self.producer, self.options, self.columns, self.router
-        names = [name.lower() for name in batch.schema.names]
-        col = {name: batch.column(i) for i, name in enumerate(names)}
+        col: dict[str, pa.Array] = {}
+        for i, name in enumerate(batch.schema.names):  # exact names, the first of duplicates (input_columns)
+            col.setdefault(name, batch.column(i))
         values = col["value"].to_pylist()
         # Arrow's string -> binary cast is the UTF-8 encoding Java's StringSerializer uses, without a loop.
         keys: list[Any] = col["key"].cast(pa.binary()).to_pylist() if columns.key else [None] * n

@@ -11,7 +11,7 @@ from sparkafka.client.security import Access, authenticated
 from sparkafka.source.alignment import Scan
 from sparkafka.source.options import SourceOptions, Subscription
 from sparkafka.source.planning import Discovery
-from sparkafka.structs import TopicPartition
+from sparkafka.structs import KAFKA_INTERNAL_TOPICS, TopicPartition
 
 __all__ = ["SourceMetadata", "source_access"]
 
@@ -64,7 +64,7 @@ class SourceMetadata(AdminMetadata):
             names = [t for t in self.topics() if subscription.matches(t)]
         else:
             names = [tp.topic for tp in subscription.partitions] or list(subscription.topics)
-        topics = self.describe_topics(t for t in names if not t.startswith("__"))
+        topics = self.describe_topics(t for t in names if t not in KAFKA_INTERNAL_TOPICS)
         ids = {t: info.topic_id for t, info in topics.items() if info.topic_id}
         if subscription.partitions:
             counts = {t: info.partitions for t, info in topics.items()}

@@ -41,11 +41,11 @@ position until the new id is seen: then it is data loss, and with ``failOnDataLo
 is read from its first record, so what was read of it in between is read again); and a topic recreated
 between a batch's planning and its tasks (a task does not check ids).
 
-Costs: the ids come with discovery (one metadata request per ``partitionDiscoveryIntervalMs``; two for a
-pattern: list, then describe), never per batch. A batch asks ListOffsets(latest) for the partitions it
-reads on, and ListOffsets(earliest) only for partitions that enter. A partition reported gone, or an end
-below the query's position, makes the metadata be asked again before anything is decided, so a stale
-discovery never decides a loss.
+Costs: the ids come with discovery (one metadata request per ``partitionDiscoveryIntervalMs``, by default
+every trigger as in Spark; two for a pattern: list, then describe). A batch asks ListOffsets(latest) for the
+partitions it reads on, and ListOffsets(earliest) only for partitions that enter. A partition reported
+gone, or an end below the query's position, makes the metadata be asked again before anything is decided,
+so a stale discovery never decides a loss.
 """
 
 from __future__ import annotations

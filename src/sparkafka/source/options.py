@@ -4,13 +4,16 @@ into a frozen dataclass."""
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal, get_args, overload
 
 from sparkafka.client.conf import check_librdkafka_settings
 from sparkafka.errors import ConfigError
+from sparkafka.kafka.java_regex import JavaRegexError, java_regex
 from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS, Option, OptionReader, names
 from sparkafka.structs import INTERNAL_TOPIC_PREFIX, TopicPartition
 
@@ -23,6 +26,7 @@ __all__ = [
     "StartupMode",
     "Subscription",
     "duration_ms",
+    "network_timeout_ms",
     "parse_source_options",
 ]
 
@@ -58,12 +62,14 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "subscribePattern",
-        "A regular expression in Python's `re` dialect, matched against the **whole** topic name; it "
-        "never matches sparkafka's `_sparkafka-` topics nor topics whose names start with `__`. Topics "
-        "created later are found by partition discovery.",
-        spark="Spark searches the name (`findFirstIn`, Java's regex dialect), so its pattern `orders` also "
-        "reads `orders-dlq`; here it reads `orders` alone. Write `.*orders.*` for Spark's meaning. Java-only "
-        r"syntax (`\p{Alpha}`) is refused. Spark hides only Kafka's internal topics, not every `__` topic.",
+        "A Java regular expression searched for in topic names, as Spark's `findFirstIn` does: `orders` "
+        "also reads `orders-dlq` and `old-orders`; write `^orders$` for the one topic. Java-only syntax "
+        r"(`\Q...\E`, `\p{Alpha}`, `(?<name>...)`) is translated; what Python's `re` cannot express "
+        "(class union or intersection, `\\G`, `\\R`) is refused. It never matches sparkafka's "
+        "`_sparkafka-` topics nor Kafka's internal ones (`__consumer_offsets`, `__transaction_state`, "
+        "`__share_group_state`). Topics created later are found by partition discovery.",
+        spark="The same meaning and dialect; it also never matches sparkafka's own `_sparkafka-` topics (the "
+        "sink's intent logs), which Spark would read.",
     ),
     Option(
         "assign",
@@ -75,25 +81,30 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
         "Where a query without a checkpoint starts (a restarted query continues from its checkpoint): "
         "`group` (the committed offsets of `kafka.group.id`; `kafka.auto.offset.reset` for partitions "
         f"without one), `earliest`, `latest`, or {_JSON_OFFSETS} with the next offset to read per "
-        "partition (`-2` earliest, `-1` latest); partitions the JSON leaves out start as with `group`.",
+        "partition (`-2` earliest, `-1` latest). The JSON names exactly the partitions the query reads; "
+        "with `kafka.group.id` it may leave some out, and they start as with `group`. A batch read refuses "
+        "`latest` and `-1`.",
         default_note="streaming: `group` with `kafka.group.id`, else `latest`; batch: `earliest`",
         spark="Spark has no `group`: with `kafka.group.id` set, a streaming query here starts from the "
         "group's offsets (Flink's GROUP_OFFSETS), where Spark starts at `latest`; set "
-        "`startingOffsets=latest` for Spark's start. Spark refuses a JSON map that leaves partitions out, "
-        "and `latest` (or `-1`) in a batch read, which here reads nothing.",
+        "`startingOffsets=latest` for Spark's start. A JSON map that leaves partitions out is refused as "
+        "in Spark, unless `kafka.group.id` is set (Spark refuses it then too). `latest` and `-1` in a batch "
+        "read are refused, as in Spark.",
     ),
     Option(
         "startingTimestamp",
-        "Epoch milliseconds: each partition starts at its first record with a timestamp at or after it. "
+        "Epoch milliseconds: each partition starts at its first record with a timestamp at or after it "
+        "(Kafka's `-2` means earliest, `-1` latest, as in Spark). "
         "Takes precedence over `startingOffsetsByTimestamp`, which takes precedence over "
         "`startingOffsets` (Spark's order).",
-        spark="Same meaning; a negative timestamp (Kafka's -1/-2) is refused here.",
+        spark="",
     ),
     Option(
         "startingOffsetsByTimestamp",
-        'JSON `{"topic": {"0": 1700000000000}}`: a starting timestamp per partition. Partitions it '
-        "leaves out start as with a JSON `startingOffsets`.",
-        spark="Spark requires every assigned partition in the map; negative timestamps are refused here.",
+        'JSON `{"topic": {"0": 1700000000000}}`: a starting timestamp per partition, naming exactly the '
+        "partitions the query reads; with `kafka.group.id` it may leave some out, as a JSON "
+        "`startingOffsets` may.",
+        spark="Spark requires every assigned partition in the map; here too, unless `kafka.group.id` is set.",
     ),
     Option(
         "startingOffsetsByTimestampStrategy",
@@ -105,10 +116,10 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "endingOffsets",
-        f"Batch reads only: where each partition ends, `latest` or {_JSON_OFFSETS} (`-1` latest). A "
-        "streaming read refuses it.",
+        f"Batch reads only: where each partition ends, `latest` or {_JSON_OFFSETS} (`-1` latest) naming "
+        "exactly the partitions the query reads. A streaming read refuses it.",
         default="latest",
-        spark="Spark requires a JSON map to name the same partitions as a JSON start.",
+        spark="",
     ),
     Option(
         "endingTimestamp",
@@ -118,16 +129,17 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "endingOffsetsByTimestamp",
-        "Batch reads only: `endingTimestamp` per partition, as JSON like `startingOffsetsByTimestamp`. A "
-        "streaming read refuses it.",
+        "Batch reads only: `endingTimestamp` per partition, as JSON like `startingOffsetsByTimestamp` "
+        "naming exactly the partitions the query reads. A streaming read refuses it.",
         spark="",
     ),
     Option(
         "partitionDiscoveryIntervalMs",
         "How often the driver looks for new partitions and topics (Flink's "
-        "`partition.discovery.interval.ms`): `0` at every offset poll, `-1` only at start. New partitions "
-        "start at earliest; a subscription with no partition at start is an error.",
-        default="30000",
+        "`partition.discovery.interval.ms`): `0` (the default, as Spark does) at every trigger, `-1` only "
+        "at start. New partitions start at earliest, read from the batch after the one that found them; "
+        "a subscription with no partition at start is an error.",
+        default="0",
     ),
     Option(
         "parallelism",
@@ -170,13 +182,14 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
         "Spark's name for `maxRecordsPerTrigger`.",
         alias_of="maxRecordsPerTrigger",
         spark="Spark floors each partition's share and rounds shares under one up, so its batches can "
-        "pass the limit; here a batch never does (largest remainder first). `0` is refused here.",
+        "pass the limit; here a batch never does (largest remainder first). `0` is refused here: Spark "
+        "accepts it and its query never reads a record (each partition's share rounds to none).",
     ),
     Option(
         "minOffsetsPerTrigger",
         "A micro-batch waits until this many new offsets are there (over all partitions), or until "
         "`maxTriggerDelay` has passed since the last batch ran; never under `Trigger.AvailableNow`.",
-        spark="Same meaning; `0` is refused here.",
+        spark="",
     ),
     Option(
         "maxTriggerDelay",
@@ -215,14 +228,14 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
     Option(
         "pollTimeoutMs",
         "A reader task that gets no record for this long fails, naming its partitions and offsets.",
-        default="120000",
+        default_note="`spark.network.timeout` in ms (120000 unless raised; `sparkafka.register` reads it)",
     ),
     Option(
         "kafkaConsumer.pollTimeoutMs",
         "Spark's name for `pollTimeoutMs`.",
         alias_of="pollTimeoutMs",
-        spark="Spark's default is `spark.network.timeout` (120 s unless raised); here it is 120000 ms "
-        "whatever that setting says.",
+        spark="The same default, `spark.network.timeout`, when `sparkafka.register(spark)` ran in the "
+        "driver (it tells the Python workers); without it (Spark Connect) 120000 ms.",
     ),
     Option(
         "fetchOffset.numRetries",
@@ -326,6 +339,13 @@ SOURCE_KAFKA_SETTINGS: tuple[Option, ...] = (
 )
 """The ``kafka.*`` settings the source interprets; every other one goes to librdkafka as given."""
 
+NETWORK_TIMEOUT_ENV = "SPARKAFKA_SPARK_NETWORK_TIMEOUT"
+"""The driver's ``spark.network.timeout``, passed to the Python workers by ``sparkafka.register`` (the
+workers cannot read Spark's configuration): ``pollTimeoutMs``'s default, as in Spark's connector."""
+
+DEFAULT_POLL_TIMEOUT_MS = 120_000
+"""Spark's default ``spark.network.timeout`` (120s), for a worker that was not told the driver's."""
+
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
 """Spark's default ``maxTriggerDelay`` (15m)."""
 
@@ -349,14 +369,20 @@ class Subscription:
     pattern: str | None = None
     partitions: tuple[TopicPartition, ...] = ()
 
+    @cached_property
+    def _regex(self) -> re.Pattern[str] | None:
+        """The pattern in Python's dialect (``kafka.java_regex``), compiled once per process."""
+        return None if self.pattern is None else re.compile(java_regex(self.pattern))
+
     def matches(self, topic: str) -> bool:
-        """Whether ``topic`` belongs to this subscription (for a pattern: a full match).
+        """Whether ``topic`` belongs to this subscription. A pattern is searched for in the name, as Spark's
+        ``findFirstIn`` does: ``orders`` matches ``orders-dlq`` too; ``^orders$`` matches only ``orders``.
 
         A pattern never matches sparkafka's internal topics: ``.*`` must not read the sink's intent logs.
         """
-        if self.pattern is not None:
+        if self._regex is not None:
             internal = topic.startswith(INTERNAL_TOPIC_PREFIX)
-            return not internal and re.fullmatch(self.pattern, topic) is not None
+            return not internal and self._regex.search(topic) is not None
         if self.partitions:
             return any(tp.topic == topic for tp in self.partitions)
         return topic in self.topics
@@ -394,7 +420,7 @@ class SourceOptions:
     ending_timestamps: Mapping[TopicPartition, int] | None = None
     """``endingOffsetsByTimestamp`` (batch): the same per partition."""
     offset_reset: OffsetReset = "latest"
-    discovery_interval_ms: int = 30_000
+    discovery_interval_ms: int = 0
     parallelism: int | None = None
     strategy: AssignmentStrategy = "flink"
     min_partitions: int | None = None
@@ -412,7 +438,7 @@ class SourceOptions:
     group ACLs; they never join the group). Ignored when kafka.group.id is set, as in Spark."""
     fail_on_data_loss: bool = True
     include_headers: bool = False
-    poll_timeout_ms: int = 120_000
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     fetcher: FetcherChoice = "auto"
     metadata_timeout_ms: int = DEFAULT_METADATA_TIMEOUT_MS
     """Bound on each driver-side metadata and offset request: an unreachable broker fails within it."""
@@ -445,10 +471,12 @@ def _parse_offsets_json(reader: OptionReader, key: str, what: str = "offset") ->
                 p = int(partition)
             except ValueError:
                 raise ConfigError(f"{shape}; partition {partition!r} of {topic!r} is not a number") from None
-            lowest = EARLIEST if what == "offset" else 0
-            if not isinstance(offset, int) or isinstance(offset, bool) or offset < lowest:
-                allowed = ", or -2 (earliest) / -1 (latest)" if what == "offset" else " (epoch milliseconds)"
-                raise ConfigError(f"{shape}; {what} {offset!r} of {topic}-{p} must be >= 0{allowed}")
+            if not isinstance(offset, int) or isinstance(offset, bool) or offset < EARLIEST:
+                allowed = "" if what == "offset" else " epoch milliseconds"
+                raise ConfigError(
+                    f"{shape}; {what} {offset!r} of {topic}-{p} must be >= 0{allowed}, or -2 (earliest) / "
+                    "-1 (latest)"
+                )
             out[TopicPartition(str(topic), p)] = offset
     return out
 
@@ -457,8 +485,8 @@ def _parse_subscription(reader: OptionReader) -> Subscription:
     given = [k for k in ("subscribe", "subscribePattern", "assign") if reader.has(k)]
     if len(given) != 1:
         raise ConfigError(
-            "set exactly one of the options subscribe (comma-separated topics), subscribePattern (a regex "
-            'matched in full against topic names) or assign (JSON such as {"topic": [0, 1]}); '
+            "set exactly one of the options subscribe (comma-separated topics), subscribePattern (a Java "
+            'regex searched for in topic names) or assign (JSON such as {"topic": [0, 1]}); '
             f"got {', '.join(given) if given else 'none'}"
         )
     if given[0] == "subscribe":
@@ -467,9 +495,14 @@ def _parse_subscription(reader: OptionReader) -> Subscription:
             raise ConfigError("option subscribe lists no topic")
         return Subscription(topics=topics)
     if given[0] == "subscribePattern":
-        pattern = reader.required("subscribePattern")
+        pattern = reader.required("subscribePattern").strip()
         try:
-            re.compile(pattern)
+            re.compile(java_regex(pattern))
+        except JavaRegexError as e:
+            raise ConfigError(
+                f"option subscribePattern={pattern!r} uses Java regex syntax Python cannot express: {e}; "
+                "write it without that construct"
+            ) from None
         except re.error as e:
             raise ConfigError(f"option subscribePattern={pattern!r} is not a valid regex: {e}") from None
         return Subscription(pattern=pattern)
@@ -489,17 +522,18 @@ def parse_source_options(
 ) -> SourceOptions:
     """Validate the source's options; raise ConfigError naming the option and what is allowed.
 
-    ``batch``: for ``spark.read`` (trigger limits dropped, offsets never committed). ``quiet``: no warning
-    about options a batch read ignores (the data source's ``schema()``, asked for streams and batches alike).
+    ``batch``: for ``spark.read`` (trigger limits dropped, offsets never committed). ``quiet``: for the data
+    source's ``schema()``, which Spark asks for streams and batches alike: no warning about options a batch
+    read ignores, and no refusal of what only a batch read refuses (a start at latest; ``reader()`` does).
     """
     reader = OptionReader(options, names(SOURCE_OPTIONS), "sparkafka source")
     kafka, reset = _kafka_settings(reader)
     group_id = kafka.get("group.id") or None
     subscription = _parse_subscription(reader)
-    startup, specific, timestamp, timestamps = _startup(reader, group_id, batch)
+    startup, specific, timestamp, timestamps = _startup(reader, group_id, batch, batch_only_checks=not quiet)
     ending, ending_ts, ending_by_ts = _ending(reader, batch)
     max_records = _alias_int(reader, "maxRecordsPerTrigger", "maxOffsetsPerTrigger", minimum=1)
-    min_offsets = reader.optional_int("minOffsetsPerTrigger", minimum=1)
+    min_offsets = reader.optional_int("minOffsetsPerTrigger", minimum=0)
     if min_offsets is not None and max_records is not None and min_offsets > max_records:
         raise ConfigError(
             f"option minOffsetsPerTrigger={min_offsets} is above the maximum per micro-batch "
@@ -543,7 +577,7 @@ def parse_source_options(
         ending_timestamp=ending_ts,
         ending_timestamps=ending_by_ts,
         offset_reset=reset,
-        discovery_interval_ms=reader.get_int("partitionDiscoveryIntervalMs", 30_000, minimum=-1),
+        discovery_interval_ms=reader.get_int("partitionDiscoveryIntervalMs", 0, minimum=-1),
         parallelism=reader.optional_int("parallelism", minimum=1),
         strategy=reader.choice("assignmentStrategy", STRATEGIES, "flink"),
         min_partitions=split["minPartitions"],
@@ -555,7 +589,7 @@ def parse_source_options(
         fail_on_data_loss=reader.get_bool("failOnDataLoss", True),
         include_headers=reader.get_bool("includeHeaders", False),
         poll_timeout_ms=_alias_int(reader, "pollTimeoutMs", "kafkaConsumer.pollTimeoutMs", minimum=1)
-        or 120_000,
+        or network_timeout_ms(),
         fetcher=reader.choice("fetcher", FETCHERS, "auto"),
         metadata_timeout_ms=reader.get_int("metadataTimeoutMs", DEFAULT_METADATA_TIMEOUT_MS, minimum=1),
         commit_mode="disabled" if batch else commit_mode,
@@ -588,6 +622,19 @@ def _alias_int(reader: OptionReader, name: str, alias: str, minimum: int) -> int
         raise ConfigError(f"options {name} and {alias} are aliases: set only one")
     value = reader.optional_int(name, minimum=minimum)
     return value if value is not None else reader.optional_int(alias, minimum=minimum)
+
+
+def network_timeout_ms() -> int:
+    """``spark.network.timeout`` in ms as ``NETWORK_TIMEOUT_ENV`` gives it (Spark's time string: a bare
+    number is seconds), else Spark's default 120 s. Read where the options are parsed (a Python worker)."""
+    text = os.environ.get(NETWORK_TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_POLL_TIMEOUT_MS
+    ms = int(float(text) * 1000) if re.fullmatch(r"\d+(\.\d+)?", text) else duration_ms(text)
+    if ms is None or ms <= 0:
+        log.warning("spark.network.timeout=%r is not a duration: pollTimeoutMs defaults to 120000", text)
+        return DEFAULT_POLL_TIMEOUT_MS
+    return ms
 
 
 def duration_ms(text: str) -> int | None:
@@ -655,7 +702,7 @@ def _kafka_settings(reader: OptionReader) -> tuple[dict[str, str], OffsetReset]:
 
 
 def _startup(
-    reader: OptionReader, group_id: str | None, batch: bool
+    reader: OptionReader, group_id: str | None, batch: bool, batch_only_checks: bool = True
 ) -> tuple[StartupMode, dict[TopicPartition, int], int | None, dict[TopicPartition, int]]:
     """(startup mode, specific offsets, starting timestamp, timestamps per partition).
 
@@ -669,7 +716,7 @@ def _startup(
         log.warning("%s takes precedence over %s (Spark's order)", given[0], ", ".join(given[1:]))
     specific: dict[TopicPartition, int] = {}
     if given and given[0] == "startingTimestamp":
-        return "timestamp", specific, reader.get_int("startingTimestamp", 0, minimum=0), {}
+        return "timestamp", specific, reader.get_int("startingTimestamp", 0, minimum=EARLIEST), {}
     if given and given[0] == "startingOffsetsByTimestamp":
         return (
             "timestamps",
@@ -697,6 +744,17 @@ def _startup(
         raise ConfigError(
             "startingOffsets=group needs option kafka.group.id (the consumer group to start from)"
         )
+    if batch and batch_only_checks and startup == "latest":
+        raise ConfigError(
+            "option startingOffsets=latest is not allowed in a batch read (spark.read), as in Spark: "
+            "it would read nothing; use earliest, group, or JSON offsets"
+        )
+    at_latest = sorted(tp for tp, o in specific.items() if o == LATEST)
+    if batch and batch_only_checks and at_latest:
+        raise ConfigError(
+            f"option startingOffsets gives -1 (latest) for {', '.join(map(str, at_latest))}, which a batch "
+            "read (spark.read) does not allow, as in Spark; use -2 (earliest) or an offset"
+        )
     return startup, specific, None, {}
 
 
@@ -717,7 +775,7 @@ def _ending(
             log.warning("endingTimestamp is ignored by a streaming read (as in Spark)")
         return None, None, None
     if reader.has("endingTimestamp"):
-        return None, reader.get_int("endingTimestamp", 0, minimum=0), None
+        return None, reader.get_int("endingTimestamp", 0, minimum=EARLIEST), None
     if reader.has("endingOffsetsByTimestamp"):
         return None, None, _parse_offsets_json(reader, "endingOffsetsByTimestamp", "timestamp")
     ending: dict[TopicPartition, int] | None = None

@@ -31,6 +31,7 @@ __all__ = [
     "TaskPlan",
     "apply_read_limit",
     "bound_when_read",
+    "check_listed",
     "delay_batch",
     "ending_offsets",
     "offsets_from_json",
@@ -236,43 +237,75 @@ def resolve_startup(options: SourceOptions, metadata: KafkaMetadata, tps: set[To
     if options.startup == "timestamp":
         assert options.starting_timestamp is not None
         return _starting_by_timestamp(options, metadata, dict.fromkeys(tps, options.starting_timestamp))
-    listed = options.starting_timestamps if options.startup == "timestamps" else options.specific_offsets
-    # Listed partitions as given, the others from the group (Flink's fallback) or auto.offset.reset.
-    specific = {tp: o for tp, o in listed.items() if tp in tps}
-    unknown = sorted(set(listed) - tps)
-    if unknown:
-        log.warning(
-            "%s names partitions that are not subscribed: %s",
-            "startingOffsetsByTimestamp" if options.startup == "timestamps" else "startingOffsets",
-            ", ".join(map(str, unknown)),
-        )
-    rest = tps - set(specific)
-    if options.startup == "timestamps":
-        out = _starting_by_timestamp(options, metadata, specific)
-    else:
-        out = _resolve_sentinels(specific, metadata)
+    by_time = options.startup == "timestamps"
+    listed = options.starting_timestamps if by_time else options.specific_offsets
+    # Spark's rule: the map names exactly the partitions read. sparkafka's one addition: with a group,
+    # partitions left out start from its committed offsets (Flink's SPECIFIC_OFFSETS fallback).
+    check_listed(
+        "startingOffsetsByTimestamp" if by_time else "startingOffsets",
+        listed,
+        tps,
+        options.subscription,
+        group_fallback=options.group_id is not None,
+    )
+    out = (
+        _starting_by_timestamp(options, metadata, listed)
+        if by_time
+        else _resolve_sentinels(dict(listed), metadata)
+    )
+    rest = tps - set(listed)
     if rest:
-        if options.group_id:
-            out.update(_group_offsets(options, rest, metadata))
-        else:
-            reset = options.offset_reset
-            if reset == "error":
-                raise ConfigError(
-                    f"startingOffsets does not list {', '.join(map(str, sorted(rest)))} and there is no "
-                    "kafka.group.id to fall back on; list every partition or set kafka.group.id"
-                )
-            out.update(metadata.earliest(rest) if reset == "earliest" else metadata.latest(rest))
+        out.update(_group_offsets(options, rest, metadata))
     return out
 
 
+def check_listed(
+    option: str,
+    listed: Mapping[TopicPartition, int],
+    tps: set[TopicPartition],
+    subscription: Subscription,
+    group_fallback: bool = False,
+) -> None:
+    """Raise ConfigError unless the JSON map of ``option`` names exactly the partitions ``tps`` the query
+    reads, as Spark's connector requires (its KafkaOffsetReader asserts it on the driver when the start
+    or end is resolved). ``group_fallback``: partitions left out are allowed (they start from the group)."""
+    missing = [] if group_fallback else sorted(tps - set(listed))
+    extra = sorted(set(listed) - tps)
+    if not missing and not extra:
+        return
+    problems = []
+    if missing:
+        problems.append(f"it leaves out {', '.join(map(str, missing))}")
+    if extra:
+        problems.append(f"{subscription.describe()} does not read {', '.join(map(str, extra))}")
+    group = "set kafka.group.id so that partitions left out start from the group's committed offsets"
+    hint = {
+        "startingOffsets": f"; give -2 (earliest) for a partition to read from its start, or {group}",
+        "startingOffsetsByTimestamp": f"; give each a timestamp, or {group}",
+        "endingOffsets": "; give -1 (latest) for a partition to read to its end",
+        "endingOffsetsByTimestamp": "; give each a timestamp",
+    }[option]
+    raise ConfigError(
+        f"option {option} must name exactly the partitions the query reads, as in Spark: "
+        f"{' and '.join(problems)}{hint if missing else ''}"
+    )
+
+
 def offsets_for_timestamps(metadata: KafkaMetadata, wanted: Mapping[TopicPartition, int]) -> Offsets:
-    """Per partition the first offset whose timestamp is >= its own timestamp; -1 where there is none."""
+    """Per partition the first offset whose timestamp is >= its own timestamp; -1 where there is none.
+
+    Kafka's sentinels, which Spark's connector passes to ListOffsets as timestamps: -2 is the partition's
+    earliest offset, -1 its latest.
+    """
     by_ts: dict[int, list[TopicPartition]] = {}
     for tp, ts in wanted.items():
         by_ts.setdefault(ts, []).append(tp)
     out: Offsets = {}
     for ts, tps in sorted(by_ts.items()):
-        found = metadata.for_timestamp(tps, ts)
+        if ts in (EARLIEST, LATEST):
+            found = metadata.earliest(tps) if ts == EARLIEST else metadata.latest(tps)
+        else:
+            found = metadata.for_timestamp(tps, ts)
         out.update({tp: found.get(tp, -1) for tp in tps})
     return out
 
@@ -310,13 +343,14 @@ def ending_offsets(
             wanted = dict.fromkeys(tps, options.ending_timestamp)
         else:
             assert options.ending_timestamps is not None
-            wanted = {tp: ts for tp, ts in options.ending_timestamps.items() if tp in tps}
+            wanted = dict(options.ending_timestamps)
+            check_listed("endingOffsetsByTimestamp", wanted, tps, options.subscription)
         found = offsets_for_timestamps(metadata, wanted)
         return {tp: found[tp] if found.get(tp, -1) >= 0 else latest[tp] for tp in tps}
     if options.ending_offsets is None:
         return dict(latest)
-    wanted = {tp: (latest[tp] if o == LATEST else o) for tp, o in options.ending_offsets.items()}
-    return {tp: wanted.get(tp, latest[tp]) for tp in tps}
+    check_listed("endingOffsets", options.ending_offsets, tps, options.subscription)
+    return {tp: (latest[tp] if o == LATEST else o) for tp, o in options.ending_offsets.items()}
 
 
 def bound_when_read(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from sparkafka.sink.routing import Router
 from sparkafka.sink.txn_control import TxnHandle
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "out"}
+BASE_NO_TOPIC = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
 
 def parse(**extra: Any) -> Any:
@@ -119,13 +121,35 @@ def test_spark_sink_option_include_headers_is_accepted_and_checked() -> None:
             "column value of the sparkafka sink's input must be binary or string, not bigint",
         ),
         ({"value": T.StringType(), "partition": T.LongType()}, "column partition .* must be int, not bigint"),
-        ({"value": T.StringType(), "timestamp": T.StringType()}, "column timestamp .* must be timestamp"),
         ({"value": T.StringType(), "headers": T.StringType()}, "column headers .* must be array<struct"),
     ],
 )
 def test_input_column_errors(cols: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         input_columns(schema(**cols), parse())
+
+
+def test_column_names_are_matched_exactly_as_in_spark() -> None:
+    upper = schema(value=T.StringType(), Key=T.StringType(), Topic=T.LongType(), Partition=T.StringType())
+    cols = input_columns(upper, parse())  # the wrong types do not matter: Spark never reads those columns
+    assert (cols.key, cols.topic, cols.partition) == (False, False, False)
+    with pytest.raises(ConfigError, match="needs a column named value"):
+        input_columns(schema(Value=T.StringType()), parse())
+    with pytest.raises(ConfigError, match="needs option topic, or a string column named topic"):
+        input_columns(schema(value=T.StringType(), Topic=T.StringType()), parse_sink_options(BASE_NO_TOPIC))
+
+
+def test_columns_spark_ignores_are_not_type_checked(caplog: pytest.LogCaptureFixture) -> None:
+    # The topic option overrides the column, so its type does not matter (Spark never looks at it).
+    assert not input_columns(schema(value=T.StringType(), topic=T.LongType()), parse()).topic
+    with pytest.raises(ConfigError, match=r"column topic .* must be string, not bigint"):
+        input_columns(schema(value=T.StringType(), topic=T.LongType()), parse_sink_options(BASE_NO_TOPIC))
+    # Spark 4.2 ignores a timestamp column; sparkafka writes one of type timestamp, and ignores the others.
+    for other in (T.StringType(), T.LongType(), T.TimestampNTZType()):
+        with caplog.at_level(logging.WARNING, "sparkafka.sink.options"):
+            assert not input_columns(schema(value=T.StringType(), timestamp=other), parse()).timestamp
+        assert f"column timestamp ({other.simpleString()}) is not written" in caplog.text
+    assert input_columns(schema(value=T.StringType(), timestamp=T.TimestampType()), parse()).timestamp
 
 
 def test_topic_column_or_option_is_required() -> None:

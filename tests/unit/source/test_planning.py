@@ -78,15 +78,47 @@ def test_specific_offsets_fall_back_to_group() -> None:
     assert got == {A0: 30, A1: 7, B0: 0}
 
 
-def test_specific_offsets_without_group_use_reset() -> None:
-    got = startup(**{"startingOffsets": '{"a": {"0": 9}}', "kafka.auto.offset.reset": "earliest"})
-    assert got == {A0: 9, A1: 0, B0: 0}
+@pytest.mark.parametrize(
+    ("option", "given", "message"),
+    [
+        ("startingOffsets", '{"a": {"0": 9}}', r"it leaves out a-1, b-0; give -2 \(earliest\)"),
+        (
+            "startingOffsets",
+            '{"a": {"0": 9, "1": 0, "7": 0}, "b": {"0": 0}}',
+            "subscribe=a,b does not read a-7$",
+        ),
+        (
+            "startingOffsetsByTimestamp",
+            '{"b": {"0": 9}}',
+            "leaves out a-0, a-1; give each a timestamp, or set",
+        ),
+    ],
+)
+def test_a_partial_start_map_without_group_raises_as_in_spark(option: str, given: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"option {option} must name exactly the partitions.*{message}"):
+        startup(**{option: given, "kafka.auto.offset.reset": "earliest"})
+
+
+def test_a_start_map_naming_partitions_not_read_raises_even_with_a_group() -> None:
+    with pytest.raises(ConfigError, match="does not read c-0"):
+        startup(**{"kafka.group.id": "g", "startingOffsets": '{"a": {"1": 7}, "c": {"0": 1}}'})
 
 
 def test_timestamp_with_latest_fallback() -> None:
     latest = {"startingOffsetsByTimestampStrategy": "latest"}
     assert startup(startingTimestamp="1800", **latest) == {A0: 20, A1: 10, B0: 0}
     assert startup(startingTimestamp="0", **latest) == {A0: 5, A1: 0, B0: 0}
+
+
+def test_kafkas_timestamp_sentinels_mean_earliest_and_latest_as_in_spark() -> None:
+    assert startup(startingTimestamp="-2") == {A0: 5, A1: 0, B0: 0}
+    assert startup(startingTimestamp="-1") == {A0: 50, A1: 10, B0: 0}
+    assert startup(startingOffsetsByTimestamp='{"a": {"0": -1, "1": -2}, "b": {"0": -2}}') == {
+        A0: 50,
+        A1: 0,
+        B0: 0,
+    }
+    assert batch_end(endingTimestamp="-2") == {A0: 5, A1: 0, B0: 0}
 
 
 def test_timestamp_without_a_match_fails_by_default_as_in_spark() -> None:
@@ -96,13 +128,14 @@ def test_timestamp_without_a_match_fails_by_default_as_in_spark() -> None:
         startup(startingTimestamp="1800")
 
 
-def test_timestamps_per_partition_and_fallback_for_partitions_not_named() -> None:
+def test_timestamps_per_partition_and_group_fallback_for_partitions_not_named() -> None:
     got = startup(
-        startingOffsetsByTimestamp='{"a": {"0": 1500, "1": 1500}}', **{"kafka.auto.offset.reset": "earliest"}
+        startingOffsetsByTimestamp='{"a": {"1": 1500}}',
+        **{"kafka.group.id": "g", "kafka.auto.offset.reset": "earliest"},
     )
-    assert got == {A0: 20, A1: 0, B0: 0}
+    assert got == {A0: 30, A1: 0, B0: 0}
     with pytest.raises(ConfigError, match=r"a-0 \(timestamp 9000\)"):
-        startup(startingOffsetsByTimestamp='{"a": {"0": 9000}}')
+        startup(startingOffsetsByTimestamp='{"a": {"0": 9000, "1": 0}, "b": {"0": 0}}')
 
 
 def batch_end(**options: str) -> Offsets:
@@ -113,9 +146,23 @@ def batch_end(**options: str) -> Offsets:
 
 def test_batch_ends_by_timestamp_or_at_latest() -> None:
     assert batch_end() == {A0: 50, A1: 10, B0: 0}
-    assert batch_end(endingOffsets='{"a": {"0": 30, "1": -1}}') == {A0: 30, A1: 10, B0: 0}
+    assert batch_end(endingOffsets='{"a": {"0": 30, "1": -1}, "b": {"0": 0}}') == {A0: 30, A1: 10, B0: 0}
     assert batch_end(endingTimestamp="1800") == {A0: 20, A1: 10, B0: 0}  # no match: latest, as in Spark
-    assert batch_end(endingOffsetsByTimestamp='{"a": {"0": 3000}}') == {A0: 40, A1: 10, B0: 0}
+    by_time = '{"a": {"0": 3000, "1": 9000}, "b": {"0": 1}}'
+    assert batch_end(endingOffsetsByTimestamp=by_time) == {A0: 40, A1: 10, B0: 0}
+
+
+@pytest.mark.parametrize(
+    ("option", "given", "message"),
+    [
+        ("endingOffsets", '{"a": {"0": 30, "1": -1}}', r"leaves out b-0; give -1 \(latest\)"),
+        ("endingOffsets", '{"a": {"0": 1, "1": 1, "2": 1}, "b": {"0": 0}}', "does not read a-2$"),
+        ("endingOffsetsByTimestamp", '{"a": {"0": 3000}}', "leaves out a-1, b-0; give each a timestamp$"),
+    ],
+)
+def test_a_partial_end_map_raises_as_in_spark(option: str, given: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"option {option} must name exactly the partitions.*{message}"):
+        batch_end(**{option: given})
 
 
 @pytest.mark.parametrize(
@@ -123,7 +170,7 @@ def test_batch_ends_by_timestamp_or_at_latest() -> None:
     [
         ({}, ALL, ALL),  # the batch defaults: earliest to latest, both bound when the task starts
         ({"startingOffsets": '{"a": {"0": -2, "1": 4}, "b": {"0": -2}}'}, {A0, B0}, ALL),
-        ({"endingOffsets": '{"a": {"0": 30, "1": -1}}'}, ALL, {A1, B0}),  # b-0 not named: latest
+        ({"endingOffsets": '{"a": {"0": 30, "1": -1}, "b": {"0": -1}}'}, ALL, {A1, B0}),
         ({"endingTimestamp": "1800"}, ALL, {A1, B0}),  # no record of a-1 or b-0 that new: latest
         (
             {"startingTimestamp": "1000", "endingOffsets": '{"a": {"0": 30, "1": 5}, "b": {"0": 0}}'},
