@@ -10,7 +10,7 @@ from sparkafka.structs import TopicPartition
 if TYPE_CHECKING:
     from sparkafka.source.commits import SourceMetrics
 
-__version__ = "0.1.0"
+__version__ = "0.4.0"
 
 
 def register(spark: object) -> None:

@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -23,12 +23,18 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from sparkafka.errors import BrokerError, ConfigError, SparkafkaError
+from sparkafka.client.contact import FIRST_CONTACT_S
+from sparkafka.errors import ConfigError, SparkafkaError
 from sparkafka.source.options import parse_source_options
+
+if TYPE_CHECKING:
+    from sparkafka.sink.options import SinkOptions
 
 __all__ = [
     "FIRST_CONTACT_S",
+    "REGISTER_FOR_EXACTLY_ONCE",
     "KafkaDataSource",
+    "check_registered",
     "first_contact",
     "register",
     "sentence_errors",
@@ -73,12 +79,16 @@ def sentence_errors(method: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-FIRST_CONTACT_S = 5.0
-"""How long the first contact with the brokers may go unanswered (``sparkafka run``'s pre-flight: 5 s)."""
+_contacted: set[tuple[tuple[str, str], ...]] = set()
 
 
 def first_contact(
-    kafka: Mapping[str, str], options: Mapping[str, Any], metadata_timeout_ms: int, *, admin: Any = None
+    kafka: Mapping[str, str],
+    options: Mapping[str, Any],
+    metadata_timeout_ms: int,
+    *,
+    admin: Any = None,
+    once: bool = False,
 ) -> None:
     """Ask the brokers for their topics once; raise BrokerError, one sentence, if none answers in time.
 
@@ -95,32 +105,20 @@ def first_contact(
         options: the raw options, to tell whether ``metadataTimeoutMs`` was set.
         metadata_timeout_ms: ``metadataTimeoutMs`` as parsed.
         admin: the AdminClient to ask; default the process's cached one (tests pass a fake).
+        once: ask only if these settings have not had an answer in this process yet. For the streaming
+            sink, whose writer Spark makes every micro-batch in a planner process it keeps: a broker
+            restarting under a running query is ridden out by the retries, not failed within 5 s.
     """
-    from sparkafka.client.metadata import AdminMetadata
+    from sparkafka.client.contact import first_answer
+
+    key = tuple(sorted((str(k), str(v)) for k, v in kafka.items()))
+    if once and key in _contacted:
+        return
 
     explicit = any(str(k).lower() == "metadatatimeoutms" for k in options)
     timeout_s = metadata_timeout_ms / 1000 if explicit else min(FIRST_CONTACT_S, metadata_timeout_ms / 1000)
-    try:
-        metadata = AdminMetadata({**kafka, "log_level": "0"}, timeout_s, admin=admin)
-    except Exception as e:  # noqa: BLE001 - confluent-kafka's KafkaException: librdkafka refused a setting
-        error: Any = e.args[0] if e.args else e
-        said = error.str() if callable(getattr(error, "str", None)) else str(error)
-        raise ConfigError(  # e.g. a kafka.ssl.ca.location that is not there: at load(), not at a task
-            f"the Kafka client could not be made with these kafka.* settings: {said}"
-        ) from None
-    try:
-        metadata.topics()
-    except BrokerError as e:
-        reason = str(e.__cause__ or e)
-        inner: Any = e.__cause__.args[0] if e.__cause__ is not None and e.__cause__.args else None
-        if callable(getattr(inner, "str", None)):  # the KafkaError of a KafkaException: its own words
-            reason = inner.str()
-        servers = kafka.get("bootstrap.servers")
-        raise BrokerError(  # the client layer's one wording (``client.core.broker_error``), then the advice
-            f"listing topics failed against bootstrap servers {servers} (option kafka.bootstrap.servers): "
-            f"no Kafka broker answered within {timeout_s:g} s; is it running, and is the address right? "
-            f"(librdkafka: {reason})"
-        ) from None
+    first_answer(kafka, timeout_s, admin=admin)
+    _contacted.add(key)
 
 
 def source_schema(include_headers: bool) -> StructType:
@@ -132,8 +130,29 @@ def source_schema(include_headers: bool) -> StructType:
     return from_arrow_schema(arrow_schema(include_headers))
 
 
+REGISTER_FOR_EXACTLY_ONCE = (
+    "deliveryGuarantee=exactly_once needs `import sparkafka; sparkafka.register(spark)` in the driver before "
+    "the write starts: it tells the sink whether spark.speculation is on (two attempts of one task would "
+    'abort each other\'s transactions), which format("sparkafka") found without it cannot see'
+)
+
+
+def check_registered(options: SinkOptions, registered: bool) -> None:
+    """Refuse an exactly-once write by a data source that ``register`` did not register, in one sentence.
+
+    Runs on the driver (the Python worker that makes the writer), before recovery or any task. PySpark's
+    lookup (``pyspark_sparkafka``) finds the data source in a plain session; only ``register`` passes
+    ``spark.speculation`` to the workers (``sparkafka.sink.writer.check_no_speculation``).
+    """
+    if options.delivery == "exactly_once" and not registered:
+        raise ConfigError(REGISTER_FOR_EXACTLY_ONCE)
+
+
 class KafkaDataSource(DataSource):
     """``format("sparkafka")``: read from and write to Kafka with Flink's connector semantics."""
+
+    registered: ClassVar[bool] = True
+    """Whether ``register`` registered this class (PySpark's lookup finds ``pyspark_sparkafka``'s)."""
 
     @classmethod
     def name(cls) -> str:
@@ -166,7 +185,10 @@ class KafkaDataSource(DataSource):
         from sparkafka.sink.writer import KafkaStreamWriter
 
         options = parse_sink_options(self.options)
-        return KafkaStreamWriter(options, input_columns(schema, options))
+        columns = input_columns(schema, options)
+        check_registered(options, self.registered)
+        first_contact(options.kafka, self.options, options.metadata_timeout_ms, once=True)
+        return KafkaStreamWriter(options, columns)
 
     @sentence_errors
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
@@ -186,6 +208,7 @@ class KafkaDataSource(DataSource):
         raw, stream = split_stream_batch(self.options)
         options = parse_sink_options(raw)
         columns = input_columns(schema, options)
+        check_registered(options, self.registered)
         first_contact(options.kafka, raw, options.metadata_timeout_ms)
         return KafkaBatchWriter(options, columns, stream)
 

@@ -67,7 +67,7 @@ class SinkOptions:
 
 def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
     """Validate the sink's options; raise ConfigError naming the option and what is allowed."""
-    reader = OptionReader(options, SINK_OPTIONS + SPARK_WRITE_OPTIONS, "sparkafka sink")
+    reader = OptionReader(options, SINK_OPTIONS + SPARK_WRITE_OPTIONS, "sparkafka sink", client="producer")
     kafka = reader.kafka()
     if not kafka.get("bootstrap.servers"):
         raise ConfigError("option kafka.bootstrap.servers is required (host:port[,host:port...])")

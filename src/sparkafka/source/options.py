@@ -239,7 +239,7 @@ def parse_source_options(
     ``batch``: for ``spark.read`` (trigger limits dropped, offsets never committed). ``quiet``: no warning
     about options a batch read ignores (the data source's ``schema()``, asked for streams and batches alike).
     """
-    reader = OptionReader(options, SOURCE_OPTIONS, "sparkafka source")
+    reader = OptionReader(options, SOURCE_OPTIONS, "sparkafka source", client="consumer")
     kafka, reset = _kafka_settings(reader)
     group_id = kafka.get("group.id") or None
     subscription = _parse_subscription(reader)
