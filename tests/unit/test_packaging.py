@@ -30,9 +30,10 @@ def test_the_changelog_names_this_version() -> None:
 
 
 def test_pyspark_finds_the_data_source_by_its_module_name() -> None:
-    """``pyspark/sql/worker/lookup_data_sources.py``: a top-level ``pyspark_*`` module with a DefaultSource."""
-    import pyspark_sparkafka
+    """PySpark's lookup (``pyspark/sql/worker/lookup_data_sources.py``) finds ``pyspark_*`` modules."""
     from pyspark.sql.datasource import DataSource
+
+    import pyspark_sparkafka
 
     source = pyspark_sparkafka.DefaultSource
     assert issubclass(source, DataSource)

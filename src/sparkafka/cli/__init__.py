@@ -79,13 +79,12 @@ def _cmd_lag(args: argparse.Namespace) -> int:
     from sparkafka.errors import SparkafkaError
     from sparkafka.ops.lag import fetch_group_lag
 
-    conf = {"bootstrap.servers": args.bootstrap_servers}
-
     def interrupt(*_: object) -> None:
         raise KeyboardInterrupt  # SIGTERM ends a watch like Ctrl-C: the readings so far are kept and plotted
 
     signal.signal(signal.SIGTERM, interrupt)
     try:
+        conf = _settings(args)
         first = fetch_group_lag(conf, args.group, args.topic)
         if not first.has_commits:
             where = f" on topic {args.topic}" if args.topic else ""
@@ -116,9 +115,14 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
+    from sparkafka.errors import SparkafkaError
     from sparkafka.ops.probes import IMPACT, PROBES, probe_broker
 
-    conf = {"bootstrap.servers": args.bootstrap_servers}
+    try:
+        conf = _settings(args)
+    except SparkafkaError as e:
+        print(f"sparkafka doctor: {e}", file=sys.stderr)
+        return 1
     console = Console()
     table = Table(title=f"sparkafka doctor: {args.bootstrap_servers}")
     for name in ("check", "result", "observed", "what fails without it"):
@@ -143,8 +147,8 @@ def _cmd_txn(args: argparse.Namespace) -> int:
     from sparkafka.errors import ConfigError, SparkafkaError
     from sparkafka.sink.txn_tool import STATE_NAMES, prefix_status, resolve, resolve_plan
 
-    conf = {"bootstrap.servers": args.bootstrap_servers}
     try:
+        conf = _settings(args)
         if args.txn_command == "list":
             status = prefix_status(conf, args.prefix)
             print(
@@ -195,8 +199,8 @@ def _cmd_offsets(args: argparse.Namespace) -> int:
         show_positions,
     )
 
-    conf = {"bootstrap.servers": args.bootstrap_servers}
     try:
+        conf = _settings(args)
         if args.offsets_command == "show":
             position, rows = show_positions(conf, args.checkpoint, args.group)
             print(render_show(position, rows, args.group))
@@ -245,10 +249,10 @@ def _cmd_topics(args: argparse.Namespace) -> int:
     )
     from sparkafka.errors import SparkafkaError
 
-    conf = {"bootstrap.servers": args.bootstrap_servers}
     try:
+        conf = _settings(args)
         if args.topics_command == "list":
-            print(render_list(list_topics(conf, args.timeout), show_internal=args.all))
+            print(render_list(list_topics(conf, _operation_s(args)), show_internal=args.all))
         elif args.topics_command == "create":
             configs = parse_configs(args.config or ())
             created = create_topic(
@@ -257,11 +261,11 @@ def _cmd_topics(args: argparse.Namespace) -> int:
                 partitions=args.partitions,
                 replication=args.replication,
                 configs=configs,
-                timeout_s=args.timeout,
+                timeout_s=_operation_s(args),
             )
             print(render_created(created, configs))
         else:
-            print(render_describe(describe_topic(conf, args.name, args.timeout)))
+            print(render_describe(describe_topic(conf, args.name, _operation_s(args))))
     except SparkafkaError as e:
         print(f"sparkafka topics: {e}", file=sys.stderr)
         return 1
@@ -314,6 +318,38 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run_pipeline(cfg, sys.stdout, args.log_json)
 
 
+def _connection_args(parser: argparse.ArgumentParser, operations: bool = False) -> None:
+    """``--bootstrap-servers`` and ``--timeout``, the same for every tool that talks to Kafka."""
+    parser.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+    what = "; also each operation's bound (default 30 s)" if operations else ""
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=f"how long to wait for the brokers' first answer (default 5 s){what}",
+    )
+
+
+def _settings(args: argparse.Namespace) -> dict[str, str]:
+    """The tool's librdkafka settings, once a broker answered: else one sentence within ``--timeout``.
+
+    The same first contact as ``load()`` and the sinks (``client.contact``): 5 s unless ``--timeout``.
+    """
+    from sparkafka.client.contact import FIRST_CONTACT_S, first_answer
+
+    conf = {"bootstrap.servers": args.bootstrap_servers}
+    first_answer(conf, args.timeout or FIRST_CONTACT_S)
+    return conf
+
+
+def _operation_s(args: argparse.Namespace) -> float:
+    """The bound on each of a tool's lookups after the first answer: ``--timeout``, else 30 s."""
+    from sparkafka.client.core import DEFAULT_TIMEOUT_S
+
+    return float(args.timeout or DEFAULT_TIMEOUT_S)
+
+
 def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement per command and option
     from sparkafka import __version__
 
@@ -348,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     demo.set_defaults(func=_cmd_demo)
 
     lag = sub.add_parser("lag", help="committed offset, log end and lag of a consumer group, per partition")
-    lag.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+    _connection_args(lag)
     lag.add_argument("--group", required=True, help="consumer group id")
     lag.add_argument("--topic", help="only this topic (default: every topic the group committed)")
     lag.add_argument(
@@ -387,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     txn_list = txn_sub.add_parser("list", help="each query's newest batch, its state, and open transactions")
     txn_resolve = txn_sub.add_parser("resolve", help="decide a query's unfinished batch by hand")
     for p in (txn_list, txn_resolve):
-        p.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+        _connection_args(p)
         p.add_argument("--prefix", required=True, help="the sink's transactionalIdPrefix")
     txn_resolve.add_argument("--query", required=True, help="the query id (see `sparkafka txn list`)")
     txn_resolve.add_argument(
@@ -414,7 +450,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
         "reset", help="move a consumer group's committed offsets (a dry run unless --execute)"
     )
     for p in (show, reset):
-        p.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+        _connection_args(p)
     show.add_argument("--checkpoint", required=True, metavar="DIR", help="the query's checkpoint directory")
     show.add_argument("--group", help="the source's kafka.group.id, to show its committed offsets")
     reset.add_argument("--group", required=True, help="the consumer group (kafka.group.id)")
@@ -435,7 +471,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
         help="plan a query's unfinished last batch again under its current options (a dry run unless "
         "--execute); for a batch the exactly-once sink refused as too old to commit",
     )
-    replan.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+    _connection_args(replan)
     replan.add_argument("--checkpoint", required=True, metavar="DIR", help="the query's checkpoint directory")
     replan.add_argument("--prefix", required=True, help="the exactly-once sink's transactionalIdPrefix")
     replan.add_argument("--execute", action="store_true", help="do it (without: say what would be done)")
@@ -459,10 +495,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
         "describe", help="per partition: leader, replicas, in-sync replicas, offsets; the topic's configs"
     )
     for p in (topics_list, topics_create, topics_describe):
-        p.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
-        p.add_argument(
-            "--timeout", type=float, default=30.0, metavar="SECONDS", help="give up after (default 30)"
-        )
+        _connection_args(p, operations=True)
     topics_list.add_argument(
         "--all", action="store_true", help="internal topics too (__consumer_offsets, _sparkafka-intents-*)"
     )
@@ -487,7 +520,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     topics.set_defaults(func=_cmd_topics)
 
     doctor = sub.add_parser("doctor", help="probe a broker for what sparkafka relies on")
-    doctor.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+    _connection_args(doctor)
     doctor.set_defaults(func=_cmd_doctor)
     return parser
 

@@ -189,8 +189,16 @@ def raise_leaderless(partitions: Iterable[Any]) -> None:
 
 
 def broker_error(what: str, conf: Mapping[str, Any], error: object) -> BrokerError:
-    """The one wording of a failed broker call."""
-    return BrokerError(f"{what} failed {against_servers(conf)}: {error}")
+    """The one wording of a failed broker call; an error with no words of its own (a bare ``TimeoutError``
+    from a future) is named by its kind, so the sentence never ends in an empty reason."""
+    said = str(error).strip() or _no_words(error)
+    return BrokerError(f"{what} failed {against_servers(conf)}: {said}")
+
+
+def _no_words(error: object) -> str:
+    if isinstance(error, TimeoutError):
+        return "no answer in time (TimeoutError)"
+    return f"{type(error).__name__} with no message"
 
 
 def with_retries(
