@@ -31,6 +31,7 @@ __all__ = [
     "close_librdkafka_property",
     "consumer_settings",
     "from_java_names",
+    "idempotence_conflicts",
     "is_secret_key",
     "jaas_settings",
     "mask_secrets",
@@ -115,6 +116,29 @@ _CONSUMER_ONLY_NAMES = """
 """
 CONSUMER_ONLY = frozenset(_CONSUMER_ONLY_NAMES.split())
 """librdkafka's consumer-only settings (``C``): a producer (or an AdminClient) warns of each, ignoring it."""
+
+
+def idempotence_conflicts(conf: Mapping[str, str]) -> list[str]:
+    """The producer settings in ``conf`` an idempotent (or transactional) librdkafka producer refuses.
+
+    librdkafka refuses them when the producer is made (``Failed to create producer: `acks` must be set
+    to `all` when `enable.idempotence` is true``), which for a sink is in every task, again on each retry:
+    checked where the options are parsed instead. Each as ``kafka.<name>=<value> (<what it needs>)``.
+    """
+    found = []
+    for name in ("acks", "request.required.acks"):
+        if name in conf and str(conf[name]).strip().lower() not in ("all", "-1"):
+            found.append(f"kafka.{name}={conf[name]} (needs all)")
+    for name in ("max.in.flight.requests.per.connection", "max.in.flight"):
+        value = str(conf.get(name, "")).strip()
+        if value.isdigit() and int(value) > 5:
+            found.append(f"kafka.{name}={value} (needs 5 or less)")
+    for name in ("retries", "message.send.max.retries"):
+        if str(conf.get(name, "")).strip() == "0":
+            found.append(f"kafka.{name}=0 (needs 1 or more)")
+    if "queuing.strategy" in conf and str(conf["queuing.strategy"]).strip().lower() != "fifo":
+        found.append(f"kafka.queuing.strategy={conf['queuing.strategy']} (needs fifo)")
+    return found
 
 
 def consumer_settings(conf: Mapping[str, Any]) -> dict[str, Any]:
