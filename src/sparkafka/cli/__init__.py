@@ -149,6 +149,8 @@ def _cmd_txn(args: argparse.Namespace) -> int:
 
     try:
         conf = _settings(args)
+        if args.txn_command == "retire":
+            return _retire_prefix(args, conf)
         if args.txn_command == "list":
             status = prefix_status(conf, args.prefix)
             print(
@@ -186,6 +188,38 @@ def _cmd_txn(args: argparse.Namespace) -> int:
     except SparkafkaError as e:
         print(f"sparkafka txn: {e}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _retire_prefix(args: argparse.Namespace, conf: dict[str, str]) -> int:
+    from sparkafka.errors import ConfigError
+    from sparkafka.ops.retire import plan_prefix, retire
+
+    plan = plan_prefix(conf, args.prefix, force=args.force)
+    if plan.refusal is not None:
+        raise ConfigError(plan.refusal)
+    if not args.yes:
+        print(f"would {plan.effect}; add --yes to do it", file=sys.stderr)
+        return 2
+    retire(plan, conf)
+    print(f"retired prefix {args.prefix}: deleted {plan.topic} and {len(plan.files)} metrics file(s)")
+    return 0
+
+
+def _cmd_metrics(args: argparse.Namespace) -> int:
+    from sparkafka.errors import SparkafkaError
+    from sparkafka.ops.retire import plan_metrics, retire
+
+    try:
+        plan = plan_metrics(args.older_than * 86400)
+        if not args.yes:
+            print(f"would {plan.effect}\nadd --yes to do it", file=sys.stderr)
+            return 2
+        retire(plan)
+    except SparkafkaError as e:
+        print(f"sparkafka metrics: {e}", file=sys.stderr)
+        return 1
+    print(f"removed {len(plan.files)} metrics file(s)")
     return 0
 
 
@@ -435,7 +469,29 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
         "(the replay writes the whole batch again); abandoned: mark-done",
     )
     txn_resolve.add_argument("--yes", action="store_true", help="do it (without: say what would be done)")
+    txn_retire = txn_sub.add_parser(
+        "retire",
+        help="delete a prefix's commit-intent topic and counters files once no query uses it (a dry run "
+        "unless --yes)",
+    )
+    _connection_args(txn_retire)
+    txn_retire.add_argument("--prefix", required=True, help="the sink's transactionalIdPrefix")
+    txn_retire.add_argument("--yes", action="store_true", help="do it (without: say what would be done)")
+    txn_retire.add_argument(
+        "--force", action="store_true", help="even if a query wrote to its log in the last 10 minutes"
+    )
     txn.set_defaults(func=_cmd_txn)
+
+    metrics = sub.add_parser("metrics", help="the metrics files sparkafka writes on this host")
+    metrics_sub = metrics.add_subparsers(dest="metrics_command", required=True)
+    metrics_retire = metrics_sub.add_parser(
+        "retire", help="remove metrics files not written for a while (a dry run unless --yes)"
+    )
+    metrics_retire.add_argument(
+        "--older-than", type=float, default=7.0, metavar="DAYS", help="not written for this long (default 7)"
+    )
+    metrics_retire.add_argument("--yes", action="store_true", help="do it (without: list what would go)")
+    metrics.set_defaults(func=_cmd_metrics)
 
     offsets = sub.add_parser(
         "offsets",

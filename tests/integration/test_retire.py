@@ -1,0 +1,77 @@
+"""A prefix's commit-intent topic is made by its first write, not by a query that never wrote, and
+``sparkafka txn retire`` deletes it once no query uses it (the sentences of its refusals, the dry run)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from sparkafka.client.core import admin_client
+from sparkafka.sink.intents import intent_topic
+from tests.integration.test_cli_details import cli
+from tests.support.kafka import Kafka
+from tests.support.wait import wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_intent_topic_comes_with_the_first_write_and_goes_with_retire(
+    spark: Any, kafka: Kafka, new_topic: Callable[..., str], checkpoint: str
+) -> None:
+    bootstrap = kafka.conf["bootstrap.servers"]
+    source, sink = new_topic(partitions=1), new_topic(partitions=1)
+    prefix = f"retire-{uuid.uuid4().hex[:8]}"
+    topic = intent_topic(prefix)
+
+    def topics() -> set[str]:
+        return set(admin_client(kafka.conf).list_topics(timeout=30).topics)
+
+    query = (
+        spark.readStream.format("sparkafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .select("value")
+        .writeStream.format("sparkafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink)
+        .option("deliveryGuarantee", "exactly_once")
+        .option("transactionalIdPrefix", prefix)
+        .option("checkpointLocation", checkpoint)
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        assert topic not in topics()  # started, nothing to write: no intent topic left behind
+        kafka.produce(source, ["a", "b", "c"])
+        query.processAllAvailable()
+        assert topic in topics()
+    finally:
+        query.stop()
+    assert sorted(kafka.read_committed(sink)) == [b"a", b"b", b"c"]
+
+    args = ["txn", "retire", "--bootstrap-servers", bootstrap, "--prefix", prefix]
+    refused = cli(*args)
+    assert refused.returncode == 1
+    assert (
+        refused.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"sparkafka txn: query {query.id} wrote to {topic}")
+    )
+    assert refused.stderr.strip().endswith(
+        "stop it first (retire a prefix no query runs with), or add --force"
+    )
+    dry = cli(*args, "--force")
+    assert dry.returncode == 2
+    assert f"would delete topic {topic} (1 queries' records)" in dry.stderr
+    assert topic in topics()  # the dry run changed nothing
+    done = cli(*args, "--force", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert f"retired prefix {prefix}: deleted {topic}" in done.stdout
+    wait_until(lambda: topic not in topics(), 30, f"{topic} deleted")
+    gone = cli("txn", "list", "--bootstrap-servers", bootstrap, "--prefix", prefix)
+    assert "has no commit-intent log" in gone.stderr
