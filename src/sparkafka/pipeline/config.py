@@ -23,7 +23,9 @@
     message = "shop.Order"               # protobuf: the message to read as (default the first)
     key_decode = "string"                # string (default) | raw | avro | protobuf | json_schema
     key_subject = "orders-key"           # with key_schema_version / key_schema_id, as for the value
-    watermark = { column = "event_time", delay = "30 seconds" }   # optional, for windowed aggregations
+    watermark = { column = "event_time", delay = "30 seconds" }   # optional, for windowed aggregations;
+                                         # expression = "timestamp_millis(ts)" makes column from a field
+                                         # (an epoch-ms number, a string) first
     on_malformed = "flag"                # json values that do not parse: flag (the column _malformed for
                                          # the SQL) | skip | fail (the batch fails, naming the record) |
                                          # dead_letter (raw record to dead_letter_topic, same transaction)
@@ -208,6 +210,9 @@ class PipelineConfig:
     """Spark's ``outputMode`` for the query: update runs as foreachBatch (``sparkafka.sink.modes``)."""
     watermark: tuple[str, str] | None = None
     """(event-time column, delay) for ``withWatermark`` on the source view."""
+    watermark_expression: str | None = None
+    """``source.watermark.expression``: the SQL expression the event-time column is made of, when the
+    record has no timestamp column of its own (``timestamp_millis(ts)`` for an epoch-ms field)."""
     on_malformed: OnMalformed = "flag"
     dead_letter_topic: str | None = None
     tables: tuple[TableSpec, ...] = ()
@@ -441,10 +446,12 @@ def _source(source: _Fields) -> dict[str, Any]:
         raise source.error(
             "source.dead_letter_topic", "is required with on_malformed = dead_letter, and only then"
         )
-    watermark = None
+    watermark = watermark_expression = None
     if "watermark" in source.data:
-        w = _Fields(source.path, "source.watermark", source.data["watermark"], {"column", "delay"})
+        fields = {"column", "delay", "expression"}
+        w = _Fields(source.path, "source.watermark", source.data["watermark"], fields)
         watermark = (w.text("column", required=True) or "", w.text("delay", required=True) or "")
+        watermark_expression = w.text("expression")
     options = source.options("options")
     parsed = source.parsed("source.options", options, parse_source_options)
     return {
@@ -453,6 +460,7 @@ def _source(source: _Fields) -> dict[str, Any]:
         "on_malformed": on_malformed,
         "dead_letter_topic": dead_letter_topic,
         "watermark": watermark,
+        "watermark_expression": watermark_expression,
         "source_options": options,
         "source": parsed,
         "key_decode": key_decode,
