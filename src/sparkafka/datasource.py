@@ -252,12 +252,15 @@ def register(spark: Any) -> None:
     the context's worker environment (before registering, so the data source's workers get it):
     where a ``--py-files`` archive is, and ``spark.speculation`` (the exactly-once sink refuses it).
     And wraps PySpark's ``DataStreamWriter`` once per process, so that ``outputMode("update")`` works
-    for ``format("sparkafka")`` (``sparkafka.stream_writer``; not on Spark Connect).
+    for ``format("sparkafka")`` (``sparkafka.stream_writer``; not on Spark Connect), and the calls that run
+    a job or wait for a query, so that a failure in a task ends in sparkafka's sentence
+    (``sparkafka.spark_errors``).
     """
     if is_connect(spark):
         log.warning(CONNECT_NOTE)
         spark.dataSource.register(KafkaDataSource)
         return
+    from sparkafka import spark_errors
     from sparkafka.stream_writer import install
 
     _ship_archive_to_driver_runners(spark)
@@ -265,6 +268,7 @@ def register(spark: Any) -> None:
     _workers_on_this_interpreter(spark)
     spark.dataSource.register(KafkaDataSource)
     install()
+    spark_errors.install()
 
 
 CONNECT_NOTE = (

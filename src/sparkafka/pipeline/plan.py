@@ -456,9 +456,11 @@ def _field(cfg: PipelineConfig, field: str) -> Iterator[None]:
 
 def first_line(text: str) -> str:
     """The sentence that matters in a Spark error: sparkafka's own error if one is inside, else line one."""
-    ours = re.findall(r"sparkafka\.errors\.\w+: (.+)", text)
-    if ours:
-        return str(ours[-1]).strip()
+    from sparkafka.spark_errors import last_sentence
+
+    ours = last_sentence(text)
+    if ours is not None:
+        return ours[1]
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[0] if lines else text
 
