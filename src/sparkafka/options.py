@@ -11,12 +11,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from sparkafka.client.conf import (
-    Client,
-    check_librdkafka_settings,
-    close_librdkafka_property,
-    from_java_names,
-)
+from sparkafka.client.conf import check_librdkafka_settings, close_librdkafka_property
+from sparkafka.client.java_settings import Client, from_java_names
 from sparkafka.errors import ConfigError
 
 __all__ = ["DEFAULT_METADATA_TIMEOUT_MS", "OptionReader"]

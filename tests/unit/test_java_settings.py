@@ -7,17 +7,15 @@ import logging
 
 import pytest
 
-from sparkafka.client import conf as client_conf
+from sparkafka.client import java_settings
 from sparkafka.client.conf import (
     CONSUMER_ONLY,
-    JAVA_SETTINGS,
     PRODUCER_ONLY,
     check_librdkafka_settings,
     consumer_settings,
-    from_java_names,
-    jaas_settings,
     producer_settings,
 )
+from sparkafka.client.java_settings import JAVA_SETTINGS, from_java_names, jaas_settings
 from sparkafka.errors import ConfigError
 from sparkafka.sink.options import parse_sink_options
 from sparkafka.source.options import parse_source_options
@@ -27,7 +25,7 @@ BOOT = {"kafka.bootstrap.servers": "b:1"}
 
 @pytest.fixture(autouse=True)
 def _fresh_log_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(client_conf, "_translated", set())
+    monkeypatch.setattr(java_settings, "_translated", set())
 
 
 def test_a_spark_jobs_consumer_settings_are_translated() -> None:
@@ -123,7 +121,7 @@ def test_a_jaas_translation_is_logged_once_without_the_password(caplog: pytest.L
     jaas = (
         'org.apache.kafka.common.security.plain.PlainLoginModule required username="etl" password="hunter2";'
     )
-    with caplog.at_level(logging.INFO, logger="sparkafka.client.conf"):
+    with caplog.at_level(logging.INFO, logger="sparkafka.client.java_settings"):
         for _ in range(3):
             out = from_java_names({"sasl.jaas.config": jaas, "sasl.mechanism": "PLAIN"}, "producer")
     assert out == {"sasl.username": "etl", "sasl.password": "hunter2", "sasl.mechanism": "PLAIN"}
