@@ -33,9 +33,8 @@ includeHeaders = "true"
 
 [transform]
 sql = '''
-SELECT id, CAST(element_at(_headers, 1).value AS STRING) AS origin,
-       window(event_time, '1 minute').start AS minute, count(*) AS n
-FROM source GROUP BY id, origin, window(event_time, '1 minute')
+SELECT id, CAST(element_at(_headers, 1).value AS STRING) AS origin, window.start AS minute, count(*) AS n
+FROM source GROUP BY id, CAST(element_at(_headers, 1).value AS STRING), window(event_time, '1 minute')
 '''
 
 [sink]
