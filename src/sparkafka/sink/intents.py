@@ -246,9 +246,10 @@ def topic_settings(brokers: int) -> tuple[int, dict[str, str]]:
 class IntentLog:
     """Reads and appends intent records (the real ``IntentStore``). Creates the topic on its first write.
 
-    Lazily: a query that never wrote a batch (started and stopped, or never given a record) leaves no
-    topic behind; until the first write, a read finds an empty log. The first write is a task's claim of
-    transactional ids or the driver's first intent, whichever comes first.
+    Lazily: a writer that never wrote (a query that failed or stopped before its first batch, a process
+    that only reads) leaves no topic behind; until the first write, a read finds an empty log. The first
+    write is a task's claim of transactional ids or the driver's first intent, whichever comes first (for
+    a streaming query, batch 0, which Spark runs even when it is empty).
     """
 
     def __init__(
