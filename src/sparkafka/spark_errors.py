@@ -51,7 +51,7 @@ def with_sentence_last(error: BaseException) -> BaseException:
         return error
     text = str(error)
     found = last_sentence(text)
-    if found is None or text.rstrip().endswith(found[1]):
+    if found is None or _ends_with(text, found[1]):
         return error
     line = f"sparkafka.errors.{found[0]}: {found[1]}"
     if isinstance(getattr(error, "_desc", None), str):
@@ -62,6 +62,14 @@ def with_sentence_last(error: BaseException) -> BaseException:
         return error
     setattr(error, _MARK, True)
     return error
+
+
+def _ends_with(text: str, sentence: str) -> bool:
+    """Whether nothing but Spark's ``SQLSTATE`` line follows the last line holding ``sentence``: a failure
+    reported at start (two lines, the sentence first) is left as it is."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    last = max((i for i, line in enumerate(lines) if sentence in line), default=-1)
+    return last >= 0 and all(_SQLSTATE.fullmatch(" " + line) for line in lines[last + 1 :])
 
 
 def _surfacing(method: Callable[..., Any]) -> Callable[..., Any]:

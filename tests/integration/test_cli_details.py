@@ -186,7 +186,9 @@ def test_topics_create_list_describe_and_their_one_line_errors(
     assert (
         created.stdout == f"created topic {name}: 3 partitions, replication factor 1; retention.ms=86400000\n"
     )
-    IntentLog(kafka_conf, f"p-{name}")  # an internal topic: sparkafka's commit-intent log of a prefix
+    IntentLog(
+        kafka_conf, f"p-{name}"
+    ).create()  # an internal topic: sparkafka's commit-intent log of a prefix
 
     listed = cli("topics", "list", *servers)
     assert listed.returncode == 0, listed.stderr

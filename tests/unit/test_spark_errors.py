@@ -55,6 +55,15 @@ def test_the_sentence_becomes_the_last_line_and_the_type_stays(error: Exception)
     assert str(error).count("sparkafka.errors.BrokerError") == 2
 
 
+def test_a_failure_at_start_already_ending_in_the_sentence_stays_two_lines() -> None:
+    text = (
+        "[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source instance: sparkafka.errors."
+        "ConfigError: option deliveryGuarantee='nope' is not allowed; use one of: at_least_once\n"
+        " SQLSTATE: 38000"
+    )
+    assert str(with_sentence_last(RuntimeError(text))) == text
+
+
 def test_other_failures_are_untouched() -> None:
     error = RuntimeError("Job aborted: java.lang.OutOfMemoryError")
     assert str(with_sentence_last(error)) == "Job aborted: java.lang.OutOfMemoryError"

@@ -262,6 +262,10 @@ class IntentLog:
         self._timeout_s = timeout_s
         self._create = create
 
+    def create(self) -> None:
+        """Make the topic now, as the first write would (tools and tests that write to it by other means)."""
+        self._ensure_topic()
+
     def _ensure_topic(self) -> None:
         from confluent_kafka.admin import NewTopic
 
