@@ -33,7 +33,7 @@ native: $(NATIVE_STAMP)
 $(NATIVE_STAMP): $(STAMP) $(wildcard native/Cargo.* native/pyproject.toml native/README.md native/*.pyi native/src/*.rs)
 	@scripts/check_rust.sh
 	rm -rf $(NATIVE_WHEELS)
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" CARGO_TARGET_DIR=$(NATIVE_TARGET) $(VENV)/bin/maturin build --quiet \
+	PATH="$(abspath $(VENV))/bin:$$PATH" CARGO_TARGET_DIR=$(NATIVE_TARGET) $(VENV)/bin/maturin build --quiet \
 		--release --locked $(NATIVE_PORTABLE) -i $(PY) -m native/Cargo.toml -o $(NATIVE_WHEELS)
 	$(PY) -m pip install --quiet --force-reinstall --no-deps $(NATIVE_WHEELS)/sparkafka_native-*.whl
 	touch $@
