@@ -11,6 +11,7 @@ import functools
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar
 
@@ -90,6 +91,7 @@ def first_contact(
     *,
     admin: Any = None,
     once: bool = False,
+    clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """Ask the brokers for their topics once; raise BrokerError, one sentence, if none answers in time.
 
@@ -110,6 +112,7 @@ def first_contact(
             sink, whose writer Spark makes every micro-batch in a planner process it keeps (and for an
             update-mode query's micro-batches): a broker restarting under a running query is ridden out by
             the retries, not failed within 5 s.
+        clock: the clock the bound is kept with (tests pass a fake).
     """
     from sparkafka.client.contact import first_answer
 
@@ -119,7 +122,7 @@ def first_contact(
 
     explicit = any(str(k).lower() == "metadatatimeoutms" for k in options)
     timeout_s = metadata_timeout_ms / 1000 if explicit else min(FIRST_CONTACT_S, metadata_timeout_ms / 1000)
-    first_answer(kafka, timeout_s, admin=admin)
+    first_answer(kafka, timeout_s, admin=admin, clock=clock)
     _contacted.add(key)
 
 

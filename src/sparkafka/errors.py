@@ -45,7 +45,9 @@ class PartitionsGoneError(BrokerError):
 
 
 class DataLossError(SparkafkaError):
-    """Offsets the query needs are gone (retention, a deleted topic or partition) and failOnDataLoss is on."""
+    """Records the query has not read may be gone and failOnDataLoss is on: offsets removed by retention,
+    a deleted or recreated topic, a log truncated below the query's position, a partition added with its
+    first records gone, a checkpointed partition no longer subscribed (``source.data_loss``)."""
 
 
 class TransactionError(SparkafkaError):

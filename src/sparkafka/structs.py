@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-__all__ = ["INTERNAL_TOPIC_PREFIX", "TopicPartition", "committed_offsets"]
+__all__ = ["INTERNAL_TOPIC_PREFIX", "TimestampedOffset", "TopicPartition", "committed_offsets"]
 
 INTERNAL_TOPIC_PREFIX = "_sparkafka-"
 """Topics sparkafka creates for itself (the sink's commit-intent logs); a ``subscribePattern`` never matches
@@ -29,6 +29,15 @@ class TopicPartition(NamedTuple):
     def __str__(self) -> str:
         """``topic-partition``, as Kafka's tools write it."""
         return f"{self.topic}-{self.partition}"
+
+
+class TimestampedOffset(NamedTuple):
+    """One record's place and time in a partition, as ListOffsets by timestamp or a fetch tells them."""
+
+    offset: int
+    """The record's offset."""
+    timestamp_ms: int
+    """The record's Kafka timestamp (CreateTime or LogAppendTime, as the topic says), epoch ms."""
 
 
 def committed_offsets(partitions: Iterable[Any]) -> dict[TopicPartition, int | None]:

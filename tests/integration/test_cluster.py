@@ -29,8 +29,11 @@ from tests.support.wait import wait_until
 pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORDS = 24_000
 PER_BATCH = 2_000
+RECORDS = 4 * PER_BATCH
+"""Four batches: the worker is lost in batch 0's sink (its first task pauses mid-write), and the verdict
+needs batches completed after the loss, with no record lost or doubled across it; more batches add time,
+not evidence."""
 
 PIPELINE = """
 name = "cluster-pipeline"

@@ -19,11 +19,13 @@ from sparkafka.local.procs import GroupProcess
 from tests.support.kafka import Kafka
 from tests.support.wait import wait_until
 
+# Both tests in one process, so they share the one Connect server (a JVM of its own) that ``remote`` starts.
+pytestmark = pytest.mark.xdist_group("spark-connect")
+
 
 @pytest.fixture(scope="module")
 def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A Spark Connect server (the spark-connect jar of the pip package) and a client session on it."""
-    pytest.importorskip("grpc", reason="the Spark Connect client needs pyspark[connect] (in the dev extra)")
     import pyspark
     from pyspark.sql.connect.session import SparkSession as RemoteSession
 

@@ -158,9 +158,10 @@ def run(spark: Any, pipeline: Path) -> Any:
 def records_in_range(source: dict[str, Any]) -> int:
     """The records between a progress source's start and end offsets (start None: the log's start, 0)."""
 
+    from sparkafka.ops.query_progress import offsets_of  # leaves out the topic ids kept beside the offsets
+
     def total(text: Any) -> int:
-        data = (json.loads(text) if isinstance(text, str) else text) or {}
-        return sum(int(o) for parts in data.values() for o in parts.values())
+        return sum(int(o) for parts in offsets_of(text).values() for o in parts.values())
 
     return total(source["endOffset"]) - total(source["startOffset"])
 
@@ -174,12 +175,13 @@ def scans(spark: Any, query: Any, batch: int) -> int:
 
     def planned() -> bool:
         nonlocal tree
-        executions = store.executionsList()  # the UI's listener fills it asynchronously
-        plans = [
-            e.physicalPlanDescription()
-            for e in (executions.apply(i) for i in range(executions.size()))
-            if e.description().endswith(tail)
-        ]
+        # The UI's listener fills the store asynchronously. Only the newest executions are read: nothing
+        # but this query ran in the session since its batch, and reading all of a long-lived session's
+        # (up to 1,000, by index, through py4j) took seconds a poll.
+        count = int(store.executionsCount())
+        newest = store.executionsList(max(count - 100, 0), 100).iterator()
+        executions = [newest.next() for _ in range(min(count, 100))]
+        plans = [e.physicalPlanDescription() for e in executions if e.description().endswith(tail)]
         tree = plans[-1].split("\n\n", 1)[0] if plans else ""  # the node tree, before the nodes' details
         return bool(tree) and ("AdaptiveSparkPlan" not in tree or "== Final Plan ==" in tree)
 

@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -85,7 +86,7 @@ def test_a_batch_done_before_300_records_of_a_new_owner_is_still_done_and_its_ow
     committer = TwoPhaseCommitter.for_options(options)
     state = committer.recover()
     assert state.is_done(a, 5), "batch 5 of A, done 300 records ago, must read as done"
-    replay = [write_task(options, _columns(), task_rows(["a5-0", "a5-1"]), 0)]
+    replay = [write_task(options, _columns(), task_rows(["a5-0", "a5-1"]), 0, a)]
     TwoPhaseCommitter.for_options(options).commit(a, 5, replay)  # a done batch's replay: aborted
     assert kafka.committed(topic) == []
     with pytest.raises(ConfigError, match=f"belongs to streaming query {b}"):
@@ -141,20 +142,47 @@ def forgotten(conf: dict[str, str], *tids: str) -> bool:
         admin.close()
 
 
-def commit_then_crash_after_first_txn(
-    options: Any, query: str, batch: int, rows: list[list[str]], tmp: Any, monkeypatch: pytest.MonkeyPatch
+def commit_then_crash(
+    options: Any,
+    query: str,
+    rows: list[list[str]],
+    tmp: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    point: str = "after_first_txn",
+    old_intent: bool = False,
 ) -> list[Any]:
-    """Run a batch's tasks, then its commit until the driver dies after the first EndTxn(commit)."""
+    """Run batch 0's tasks, then its commit until the driver dies at ``point``. ``old_intent``: the
+    handles carry no probe, as intents written by versions before 0.2 did."""
     from sparkafka.sink.faults import InjectedFaultError
 
     TwoPhaseCommitter.for_options(options).recover()  # what making the writer does
-    results = [write_task(options, _columns(), task_rows(r), t) for t, r in enumerate(rows)]
-    monkeypatch.setenv("SPARKAFKA_TEST_FAULT", "after_first_txn:raise")
+    results = [write_task(options, _columns(), task_rows(r), t, query) for t, r in enumerate(rows)]
+    if old_intent:
+        results = [replace(r, handle=replace(r.handle, probe=None)) for r in results]
+    monkeypatch.setenv("SPARKAFKA_TEST_FAULT", f"{point}:raise")
     monkeypatch.setenv("SPARKAFKA_TEST_FAULT_MARKER", str(tmp / f"fault-{uuid.uuid4().hex}"))
     with pytest.raises(InjectedFaultError):
-        TwoPhaseCommitter.for_options(options).commit(query, batch, results)
+        TwoPhaseCommitter.for_options(options).commit(query, 0, results)
     monkeypatch.delenv("SPARKAFKA_TEST_FAULT")
     return results
+
+
+def forgotten_pending_batch(
+    conf: dict[str, str], tmp: Any, monkeypatch: pytest.MonkeyPatch, **crash: Any
+) -> tuple[Kafka, str, Any, str, list[list[str]]]:
+    """Batch 0 of a new query, its driver dead at a fault point (``commit_then_crash``); both ids then
+    forgotten by the broker (task 1's transaction timed out first). (kafka, topic, sink options, query id,
+    rows per task)."""
+    kafka = Kafka(conf)
+    topic = kafka.topic(partitions=2)
+    prefix = f"lt1-{uuid.uuid4().hex[:8]}"
+    options = sink_options(conf, topic, prefix, **{"kafka.transaction.timeout.ms": str(TXN_TIMEOUT_MS)})
+    query = f"query-{uuid.uuid4().hex[:6]}"
+    rows = [[f"t0-{i}" for i in range(5)], [f"t1-{i}" for i in range(7)]]
+    commit_then_crash(options, query, rows, tmp, monkeypatch, **crash)
+    wait_until(lambda: forgotten(conf, f"{prefix}-0", f"{prefix}-1"), 60, "both ids to be forgotten")
+    return kafka, topic, options, query, rows
 
 
 def values_of(kafka: Kafka, topic: str) -> Counter[bytes | None]:
@@ -178,7 +206,7 @@ def test_a_committed_transaction_whose_epoch_was_bumped_afterwards_is_still_comm
     options = sink_options(kafka_conf, topic, prefix)
     query = f"query-{uuid.uuid4().hex[:6]}"
     rows = [[f"t0-{i}" for i in range(5)], [f"t1-{i}" for i in range(7)]]
-    commit_then_crash_after_first_txn(options, query, 0, rows, tmp_path, monkeypatch)
+    commit_then_crash(options, query, rows, tmp_path, monkeypatch)
     assert values_of(kafka, topic) == expected(rows[:1])  # task 0's rows visible, task 1's still open
 
     stray, _pid, _epoch = open_transactional_producer(kafka_conf, f"{prefix}-0")  # InitProducerId on p-0
@@ -187,60 +215,42 @@ def test_a_committed_transaction_whose_epoch_was_bumped_afterwards_is_still_comm
     state = TwoPhaseCommitter.for_options(options).recover()  # the restarted query's first writer
     assert state.latest[query].state == "done"
     assert values_of(kafka, topic) == expected(rows)
-    replay = [write_task(options, _columns(), task_rows(r), t) for t, r in enumerate(rows)]
+    replay = [write_task(options, _columns(), task_rows(r), t, query) for t, r in enumerate(rows)]
     TwoPhaseCommitter.for_options(options).commit(query, 0, replay)  # Spark's replay of batch 0
     assert values_of(kafka, topic) == expected(rows)
 
 
+@pytest.mark.xdist_group("forgetting-kafka")  # one module broker, not one per test process
 def test_a_pending_batch_whose_ids_expired_is_decided_from_the_transaction_markers(
     forgetting_kafka: dict[str, str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Finding 1: the driver dies after the intent and the first commit; the broker times out the other
-    transaction, then forgets both ids (transactional.id.expiration.ms). EndTxn now answers
-    INVALID_PRODUCER_ID_MAPPING; the markers in the output decide: task 0 committed, task 1 not, and the
-    replay writes task 1's rows only."""
+    transaction, then forgets both ids (transactional.id.expiration.ms), and retention has deleted the
+    output's records meanwhile. EndTxn now answers INVALID_PRODUCER_ID_MAPPING; each task's witness record
+    in the intent log keeps its marker: task 0 committed, task 1 not, and the replay writes task 1 only."""
     conf = forgetting_kafka
-    kafka = Kafka(conf)
-    topic = kafka.topic(partitions=2)
-    prefix = f"lt1-{uuid.uuid4().hex[:8]}"
-    options = sink_options(conf, topic, prefix, **{"kafka.transaction.timeout.ms": str(TXN_TIMEOUT_MS)})
-    query = f"query-{uuid.uuid4().hex[:6]}"
-    rows = [[f"t0-{i}" for i in range(5)], [f"t1-{i}" for i in range(7)]]
-    commit_then_crash_after_first_txn(options, query, 0, rows, tmp_path, monkeypatch)
-    wait_until(lambda: forgotten(conf, f"{prefix}-0", f"{prefix}-1"), 60, "both ids to be forgotten")
-
+    kafka, topic, options, query, rows = forgotten_pending_batch(conf, tmp_path, monkeypatch)
+    delete_records(conf, topic)  # as retention would, a week later
     state = TwoPhaseCommitter.for_options(options).recover()
     record = state.latest[query]
     assert (record.state, [h.task for h in record.committed]) == ("partial", [0])
-    assert values_of(kafka, topic) == expected(rows[:1])
-    replay = [write_task(options, _columns(), task_rows(r), t) for t, r in enumerate(rows)]
+    replay = [write_task(options, _columns(), task_rows(r), t, query) for t, r in enumerate(rows)]
     TwoPhaseCommitter.for_options(options).commit(query, 0, replay)
-    assert values_of(kafka, topic) == expected(rows)
+    assert values_of(kafka, topic) == expected(rows[1:])  # task 0's rows went with retention, once
 
 
-def test_a_pending_batch_whose_ids_and_markers_are_gone_stops_the_query_naming_a_command_that_works(
+@pytest.mark.xdist_group("forgetting-kafka")
+def test_a_pending_batch_nothing_can_decide_stops_the_query_naming_a_command_that_works(
     forgetting_kafka: dict[str, str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Finding 1, without evidence: the output's records (and markers) were deleted as well. Every writer
-    stops with one sentence naming `sparkafka txn resolve ... --yes`; running it resolves the batch."""
-    from confluent_kafka import TopicPartition as CTopicPartition
-
-    from sparkafka.client.core import admin_client
-
+    """Finding 1, without evidence: an intent written by a version that recorded no marker positions, its
+    ids forgotten. Every writer stops with one sentence naming `sparkafka txn resolve ... --yes`; running
+    it resolves the batch."""
     conf = forgetting_kafka
-    kafka = Kafka(conf)
-    topic = kafka.topic(partitions=2)
-    prefix = f"lt1g-{uuid.uuid4().hex[:8]}"
-    options = sink_options(conf, topic, prefix, **{"kafka.transaction.timeout.ms": str(TXN_TIMEOUT_MS)})
-    query = f"query-{uuid.uuid4().hex[:6]}"
-    rows = [[f"t0-{i}" for i in range(5)], [f"t1-{i}" for i in range(7)]]
-    commit_then_crash_after_first_txn(options, query, 0, rows, tmp_path, monkeypatch)
-    wait_until(lambda: forgotten(conf, f"{prefix}-0", f"{prefix}-1"), 60, "both ids to be forgotten")
-    admin = admin_client(conf)  # retention, or an operator, deletes the output's old records
-    ends = read_committed_ends(conf, topic)
-    for future in admin.delete_records([CTopicPartition(topic, p, o) for p, o in ends.items()]).values():
-        future.result(30)
-
+    kafka, topic, options, query, rows = forgotten_pending_batch(
+        conf, tmp_path, monkeypatch, point="after_intent", old_intent=True
+    )
+    prefix = options.transactional_id_prefix
     with pytest.raises(TransactionError) as failure:
         TwoPhaseCommitter.for_options(options).recover()
     message = str(failure.value)
@@ -252,7 +262,7 @@ def test_a_pending_batch_whose_ids_and_markers_are_gone_stops_the_query_naming_a
             sys.executable,
             "-m",
             "sparkafka.cli",
-            *shlex.split(f"{command[len('sparkafka ') :]}"),
+            *shlex.split(command[len("sparkafka ") :]),
             "--query",
             query,
             "rewrite",
@@ -266,9 +276,21 @@ def test_a_pending_batch_whose_ids_and_markers_are_gone_stops_the_query_naming_a
     assert done.returncode == 0, done.stderr
     state = TwoPhaseCommitter.for_options(options).recover()
     assert state.latest[query].state == "abandoned"  # nothing of it counted visible: the replay writes it
-    replay = [write_task(options, _columns(), task_rows(r), t) for t, r in enumerate(rows)]
+    replay = [write_task(options, _columns(), task_rows(r), t, query) for t, r in enumerate(rows)]
     TwoPhaseCommitter.for_options(options).commit(query, 0, replay)
     assert values_of(kafka, topic) == expected(rows)
+
+
+def delete_records(conf: dict[str, str], topic: str) -> None:
+    """DeleteRecords up to each partition's high watermark (as retention would)."""
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    from sparkafka.client.core import admin_client
+
+    ends = read_committed_ends(conf, topic)
+    admin = admin_client(conf)
+    for future in admin.delete_records([CTopicPartition(topic, p, o) for p, o in ends.items()]).values():
+        future.result(30)
 
 
 def read_committed_ends(conf: dict[str, str], topic: str) -> dict[int, int]:

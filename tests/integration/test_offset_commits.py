@@ -27,13 +27,24 @@ def test_each_completed_batch_is_committed_after_spark_commits_it(
     topic = new_topic(partitions=2)
     produce(kafka_conf, topic, (f"c{i}" for i in range(60)), 2)
     group = new_group()
-    seen: list[tuple[int, Offsets, bool]] = []
+    seen: list[tuple[int, Offsets, Offsets, bool]] = []
+    start = {TopicPartition(topic, 0): 0, TopicPartition(topic, 1): 0}  # earliest: the first position
 
     def each_batch(df: Any, batch_id: int) -> None:
-        # While batch N runs, its offsets must not be in the group yet, and Spark has not committed it.
+        # While batch N runs, Spark has not committed it, and the group holds exactly batch N - 1's end (the
+        # starting offsets for batch 0): Spark committed N - 1 before planning N, the source then sent its
+        # offsets (waited for here: they are sent asynchronously), and batch N's own must not be there
+        # before, nor after it ran.
         committed_now = (Path(checkpoint) / "commits" / str(batch_id)).exists()
-        seen.append((batch_id, group_offsets(kafka_conf, group, topic, 2), committed_now))
+        previous = checkpoint_batches(checkpoint)[0].get(batch_id - 1, start)
+        wait_until(
+            lambda: group_offsets(kafka_conf, group, topic, 2) == previous,
+            60,
+            f"batch {batch_id - 1}'s end in the group while batch {batch_id} runs",
+            detail=lambda: repr(group_offsets(kafka_conf, group, topic, 2)),
+        )
         df.count()
+        seen.append((batch_id, group_offsets(kafka_conf, group, topic, 2), previous, committed_now))
 
     df = source(
         spark,
@@ -55,18 +66,14 @@ def test_each_completed_batch_is_committed_after_spark_commits_it(
         assert query.isActive
     finally:
         query.stop()
-    assert len(seen) >= 3
+    assert [batch_id for batch_id, *_ in seen] == [0, 1, 2]  # 60 records, 20 a batch
     assert ends[last] == {TopicPartition(topic, 0): 30, TopicPartition(topic, 1): 30}
-    for batch_id, snapshot, committed_now in seen:
-        assert not committed_now
-        end = ends[batch_id]
-        start = ends.get(batch_id - 1, {})
-        for tp, offset in snapshot.items():
-            # never this batch's (or a later batch's) end while it runs; at most the previous end
-            assert offset <= start.get(tp, 0), (batch_id, tp, offset, start, end)
+    for batch_id, after_running, previous, committed_now in seen:
+        assert not committed_now, batch_id
+        assert after_running == previous == ends.get(batch_id - 1, start), batch_id
     metrics = sparkafka.source_metrics(group)
     assert metrics is not None
-    assert metrics.commits_succeeded >= 2
+    assert metrics.commits_succeeded >= 4  # the start; batches 0 and 1 while the next ran, 2 once idle
     assert metrics.commits_failed == 0
     assert metrics.committed == ends[last]
 

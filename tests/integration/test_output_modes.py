@@ -20,7 +20,9 @@ import pytest
 
 import sparkafka
 from sparkafka.local.procs import GroupProcess
+from sparkafka.sink.intents import IntentLog
 from tests.integration.count_driver import count_query
+from tests.integration.test_sink import held_back
 from tests.support.kafka import Kafka, read_committed
 from tests.support.wait import wait_until
 
@@ -59,7 +61,11 @@ def run_counts(
 
 
 def exactly_once(name: str) -> dict[str, str]:
-    return {"deliveryGuarantee": "exactly_once", "transactionalIdPrefix": f"{name}-{uuid.uuid4().hex[:6]}"}
+    return exactly_once_with(f"{name}-{uuid.uuid4().hex[:6]}")
+
+
+def exactly_once_with(prefix: str) -> dict[str, str]:
+    return {"deliveryGuarantee": "exactly_once", "transactionalIdPrefix": prefix}
 
 
 @pytest.mark.parametrize("delivery", ["exactly_once", "at_least_once"])
@@ -101,12 +107,11 @@ def test_complete_mode_writes_the_whole_table_each_batch(
 
 
 def count_driver(
-    bootstrap: str, source: str, out: str, checkpoint: Path, prefix: str, fault: str | None, marker: Path
+    bootstrap: str, source: str, out: str, checkpoint: Path, prefix: str, fault: str, marker: Path
 ) -> GroupProcess:
     """``count_driver`` in update mode, exactly once, in its own process group (killed as a whole)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKAFKA_TEST_FAULT")}
-    if fault:
-        env |= {"SPARKAFKA_TEST_FAULT": fault, "SPARKAFKA_TEST_FAULT_MARKER": str(marker)}
+    env |= {"SPARKAFKA_TEST_FAULT": fault, "SPARKAFKA_TEST_FAULT_MARKER": str(marker)}
     args = [bootstrap, source, out, str(checkpoint), "exactly_once", "update", prefix]
     return GroupProcess(
         [sys.executable, "-m", "tests.integration.count_driver", *args],
@@ -117,7 +122,7 @@ def count_driver(
 
 
 def test_update_mode_exactly_once_survives_a_driver_kill_between_intent_and_commit(
-    kafka: Kafka, bootstrap: str, tmp_path: Path
+    spark: Any, kafka: Kafka, bootstrap: str, tmp_path: Path
 ) -> None:
     source, out = kafka.topic(partitions=2), kafka.topic(partitions=2)
     values = kafka.produce(source, [f"c{i % 5}" for i in range(16)], partitions=2)  # 4 micro-batches
@@ -125,18 +130,27 @@ def test_update_mode_exactly_once_survives_a_driver_kill_between_intent_and_comm
     pause = "after_intent_with_records:pause"
     with count_driver(bootstrap, source, out, checkpoint, prefix, pause, marker) as paused:
         wait_until(marker.exists, 300, "the driver to pause after batch 0's commit intent", process=paused)
-    # Killed there (leaving the with-block kills its process group): decided, not committed.
+    # Killed there (leaving the with-block kills its process group): decided, not committed. Batch 0's
+    # counts are all in the log, in its open transactions, and none is visible.
+    (intent,) = IntentLog(kafka.conf, prefix).read().pending
+    assert intent.batch_id == 0
+    assert sum(h.records for h in intent.handles) == held_back(kafka, out, 2) > 0
     assert kafka.committed_values(out) == Counter()
 
-    with count_driver(bootstrap, source, out, checkpoint, prefix, None, marker) as proc:
-        output = proc.communicate(timeout_s=300)
-        assert proc.wait() == 0, output
+    # The restart, as a new driver on the checkpoint: here, in the test's SparkSession.
+    restarted = run_counts(
+        spark, bootstrap, source, out, str(checkpoint), "update", **exactly_once_with(prefix)
+    )
     newest, pairs = newest_per_key(kafka, out)
     assert newest == Counter(values)
     assert [p for p, n in pairs.items() if n > 1] == []
+    # The killed commit was finished from its intent, and Spark's replay of that batch was aborted, not
+    # written again: every record written counted once.
     counters = sparkafka.sink_metrics(prefix)
-    assert counters["recovered"] == 1  # the killed commit was finished from its intent ...
-    assert counters["replays"] == 1  # ... and Spark's replay of that batch was aborted, not written again
+    assert (counters["recovered"], counters["replays"]) == (1, 1)
+    assert counters["records"] == sum(pairs.values())
+    assert counters["partial"] == counters["abandoned"] == 0
+    assert restarted.exception() is None
 
 
 PIPELINE = """
@@ -177,8 +191,11 @@ def run_pipeline_file(tmp_path: Path, text: str) -> subprocess.CompletedProcess[
 
 
 def test_pipeline_output_mode_update_counts_exactly_once_and_append_says_why_not(
-    kafka: Kafka, bootstrap: str, tmp_path: Path
+    spark: Any, kafka: Kafka, bootstrap: str, tmp_path: Path
 ) -> None:
+    from sparkafka.pipeline.config import load_pipeline
+    from sparkafka.pipeline.plan import build_query
+
     source, out = kafka.topic(partitions=2), kafka.topic(partitions=2)
     values = kafka.produce(source, [f"c{i % 3}" for i in range(10)], partitions=2)
     fields = {"bootstrap": bootstrap, "source": source, "out": out, "prefix": f"pl-{uuid.uuid4().hex[:6]}"}
@@ -190,8 +207,12 @@ def test_pipeline_output_mode_update_counts_exactly_once_and_append_says_why_not
     assert "Invalid streaming output mode: append" in last
     assert "str() failed" not in refused.stdout + refused.stderr
 
-    done = run_pipeline_file(tmp_path, PIPELINE.format(output_mode='output_mode = "update"', **fields))
-    assert done.returncode == 0, done.stdout + done.stderr
+    # The same file with output_mode update: its query (here in the test's session) runs to the end.
+    path = tmp_path / "counts.toml"
+    path.write_text(PIPELINE.format(output_mode='output_mode = "update"', **fields))
+    done = build_query(spark, load_pipeline(path))
+    assert done.awaitTermination(300)
+    assert done.exception() is None
     newest, pairs = newest_per_key(kafka, out)
     assert newest == Counter(values)
     assert [p for p, n in pairs.items() if n > 1] == []

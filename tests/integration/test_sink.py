@@ -17,9 +17,11 @@ import pytest
 import sparkafka
 from sparkafka.kafka import partition_for_key
 from sparkafka.local.procs import GroupProcess
-from sparkafka.ops.committed_view import committed_view
+from sparkafka.ops.committed_view import committed_view, read_raw_batches
+from sparkafka.sink.intents import IntentLog
+from tests.integration.sink_driver import sink_query
 from tests.support.kafka import Kafka
-from tests.support.wait import wait_until
+from tests.support.wait import pid_alive, wait_until
 
 
 def test_batch_write_exactly_once_with_keys_on_java_partitions(
@@ -47,17 +49,24 @@ def test_batch_write_exactly_once_with_keys_on_java_partitions(
 
 
 ROWS = 300
+BATCH = 100
+"""Rows a micro-batch reads: 2 files of 50 (``sink_driver.FILES_PER_BATCH``), so batches 0, 1, 2."""
 
 
 def write_input(directory: Path) -> None:
+    """6 JSON files of 50 rows, ids 0-299; modified a second apart in name order, so Spark's file source
+    (oldest first, by the millisecond) reads ids 0-99 in batch 0, 100-199 in batch 1, 200-299 in batch 2."""
     directory.mkdir()
     for f in range(6):
         lines = [f'{{"id": {i}, "customer": "c{i % 17}"}}' for i in range(f * 50, (f + 1) * 50)]
-        (directory / f"part-{f}.json").write_text("\n".join(lines) + "\n")
+        path = directory / f"part-{f}.json"
+        path.write_text("\n".join(lines) + "\n")
+        os.utime(path, (1_700_000_000 + f, 1_700_000_000 + f))
 
 
 class Driver:
-    """Runs sink_driver.py in its own process group (killed as a whole, never by name)."""
+    """The sink_driver query: in its own process group to be killed there (a crash), never by name, or
+    in the test's SparkSession to restart on the checkpoint (a new driver's recovery, without a JVM)."""
 
     def __init__(
         self,
@@ -76,9 +85,7 @@ class Driver:
         self.marker = tmp / "fault.marker"
         write_input(self.input)
 
-    def start(
-        self, fault: str | None = None, tasks: int = 2, env: dict[str, str] | None = None
-    ) -> GroupProcess:
+    def start(self, fault: str | None = None, env: dict[str, str] | None = None) -> GroupProcess:
         env = {**os.environ, **(env or {})}
         env.pop("SPARKAFKA_TEST_FAULT", None)
         env["SPARKAFKA_TEST_SINK_OPTIONS"] = json.dumps(self.sink_options)
@@ -86,7 +93,7 @@ class Driver:
             env["SPARKAFKA_TEST_FAULT"] = fault
             env["SPARKAFKA_TEST_FAULT_MARKER"] = str(self.marker)
         args = [self.bootstrap, self.topic, str(self.input), str(self.checkpoint), self.delivery]
-        args += [self.prefix or "-", str(tasks)]
+        args += [self.prefix or "-", "2"]
         return GroupProcess(
             [sys.executable, "-m", "tests.integration.sink_driver", *args],
             env=env,
@@ -94,21 +101,57 @@ class Driver:
             stderr=subprocess.DEVNULL,
         )
 
-    def run(
-        self, fault: str | None = None, tasks: int = 2, env: dict[str, str] | None = None
-    ) -> tuple[int, str]:
-        with self.start(fault, tasks, env) as proc:
+    def run(self, env: dict[str, str] | None = None) -> tuple[int, str]:
+        """A whole run in a process of its own: (exit code, output)."""
+        with self.start(env=env) as proc:
             out = proc.communicate(timeout_s=300)
             return proc.wait(), out
 
-    def run_and_kill_at(self, fault: str, tasks: int = 2) -> None:
-        """Run until the driver pauses at ``fault``, then SIGKILL it (a crash there)."""
-        with self.start(f"{fault}:pause", tasks) as proc:
+    def run_and_kill_at(self, fault: str) -> None:
+        """Run until the driver pauses at ``fault``, then SIGKILL it (a crash there): the process that
+        paused (named in the marker) dies with it."""
+        with self.start(f"{fault}:pause") as proc:
             wait_until(self.marker.exists, 300, f"the driver to reach {fault}", process=proc)
+            paused = int(self.marker.read_text())
+            assert pid_alive(paused), f"the process paused at {fault} is gone before the kill"
+        wait_until(lambda: not pid_alive(paused), 30, f"the process paused at {fault} to die with its driver")
+
+    def restart(self, spark: Any) -> None:
+        """Run the query on the checkpoint in ``spark`` to its end, as a restarted driver does."""
+        query = sink_query(
+            spark,
+            self.bootstrap,
+            self.topic,
+            str(self.input),
+            str(self.checkpoint),
+            self.delivery,
+            self.prefix,
+            options=self.sink_options,
+        )
+        assert query.awaitTermination(300), "the restarted query did not finish"
+        assert query.exception() is None, str(query.exception())
 
 
-def expected() -> Counter[bytes]:
-    return Counter(str(i).encode() for i in range(ROWS))
+def expected(batches: range = range(3)) -> Counter[bytes]:
+    """The values of ``batches``' rows, each once."""
+    return Counter(str(i).encode() for b in batches for i in range(b * BATCH, (b + 1) * BATCH))
+
+
+def by_producer(kafka: Kafka, topic: str) -> dict[int, Counter[bytes]]:
+    """Every data record of ``topic`` in the log (committed, aborted or open), by the producer id that
+    wrote it: the records of one task's transaction."""
+    out: dict[int, Counter[bytes]] = {}
+    for batches in read_raw_batches(kafka.conf, topic).values():
+        for batch in batches:
+            if batch.control_type is None:
+                out.setdefault(batch.producer_id, Counter()).update(r.value or b"" for r in batch.records)
+    return out
+
+
+def counters(prefix: str | None, **nonzero: int) -> dict[str, int]:
+    """The sink's counters with every one not named zero (``sparkafka.sink_metrics``' shape)."""
+    assert prefix is not None
+    return dict.fromkeys(sparkafka.sink_metrics(prefix), 0) | nonzero
 
 
 # Four crash tests in real processes; the full decision table (every fault point x in time, timed out,
@@ -116,22 +159,38 @@ def expected() -> Counter[bytes]:
 # tests/unit/sink/test_twophase.py.
 @pytest.mark.parametrize("point", ["after_first_txn", "commit_end"])
 def test_exactly_once_survives_a_driver_kill(
-    kafka: Kafka, bootstrap: str, tmp_path: Path, point: str
+    spark: Any, kafka: Kafka, bootstrap: str, tmp_path: Path, point: str
 ) -> None:
     topic = kafka.topic(partitions=3)
     driver = Driver(tmp_path, bootstrap, topic, "exactly_once")
-    driver.run_and_kill_at(point)
-    assert driver.marker.exists()
-    code, out = driver.run()
-    assert code == 0, out
-    assert kafka.committed_values(topic) == expected()
     assert driver.prefix is not None
-    counters = sparkafka.sink_metrics(driver.prefix)
-    assert counters["records"] >= ROWS
+    driver.run_and_kill_at(point)
+    if point == "commit_end":  # batch 0 committed, Spark's commit log not written yet
+        assert kafka.committed_values(topic) == expected(range(1))
+        assert sparkafka.sink_metrics(driver.prefix) == counters(
+            driver.prefix, batches=1, transactions=2, records=BATCH
+        )
+    else:  # the intent's first transaction committed, the second still open: one task's rows visible
+        (intent,) = IntentLog(kafka.conf, driver.prefix).read().pending
+        assert intent.batch_id == 0
+        first, second = intent.handles
+        written = by_producer(kafka, topic)
+        assert kafka.committed_values(topic) == written[first.producer_id]
+        assert written[first.producer_id] + written[second.producer_id] == expected(range(1))
+        assert (first.records, second.records) == (BATCH // 2, BATCH // 2)  # round robin over 2 tasks
+        assert sparkafka.sink_metrics(driver.prefix) == counters(driver.prefix)
+    driver.restart(spark)
+    assert kafka.committed_values(topic) == expected()
+    # Spark replays batch 0 (its commit log was not written): already committed, so its two new
+    # transactions are aborted, not written twice; batches 1 and 2 are written once.
     if point == "commit_end":
-        assert counters["replays"] == 1  # the batch Spark re-ran was aborted, not written twice
-    else:
-        assert counters["recovered"] == 1  # the killed commit was finished from its intent
+        assert sparkafka.sink_metrics(driver.prefix) == counters(
+            driver.prefix, batches=3, transactions=6, records=ROWS, replays=1, aborted=2
+        )
+    else:  # the killed commit was finished from its intent, batch 0's rows counted then
+        assert sparkafka.sink_metrics(driver.prefix) == counters(
+            driver.prefix, batches=3, transactions=6, records=ROWS, replays=1, aborted=2, recovered=1
+        )
 
 
 TXN_TIMEOUT_MS = 30_000
@@ -162,7 +221,7 @@ def held_back(kafka: Kafka, topic: str, partitions: int) -> int:
 
 
 def test_exactly_once_survives_the_broker_timing_out_a_decided_batch(
-    kafka: Kafka, bootstrap: str, tmp_path: Path
+    spark: Any, kafka: Kafka, bootstrap: str, tmp_path: Path
 ) -> None:
     """The driver dies after batch 0's commit intent and stays down past kafka.transaction.timeout.ms: the
     broker aborts the batch's transactions and bumps their epochs, so the intent cannot be rolled forward
@@ -179,7 +238,10 @@ def test_exactly_once_survives_the_broker_timing_out_a_decided_batch(
     driver = Driver(tmp_path, bootstrap, topic, "exactly_once", sink_options=timeout)
     driver.run_and_kill_at("after_intent")
     assert driver.prefix is not None
-    assert held_back(kafka, topic, 3) > 0  # batch 0's transactions are open: decided, not committed
+    # Decided, not committed: all of batch 0 in open transactions (nothing else in the topic), none visible.
+    assert held_back(kafka, topic, 3) == BATCH
+    assert sum(by_producer(kafka, topic).values(), Counter()) == expected(range(1))
+    assert kafka.committed_values(topic) == Counter()
     seen = {"held back": -1}
 
     def broker_aborted() -> bool:
@@ -195,19 +257,17 @@ def test_exactly_once_survives_the_broker_timing_out_a_decided_batch(
     )
     assert kafka.committed_values(topic) == Counter()  # aborted: nothing of batch 0 visible
 
-    code, out = driver.run()  # same checkpoint: recovery finds the intent, Spark replays batch 0
-    assert code == 0, out
+    driver.restart(spark)  # same checkpoint: recovery finds the intent, Spark replays batch 0
     assert kafka.committed_values(topic) == expected()
-    counters = sparkafka.sink_metrics(driver.prefix)
-    assert counters["recovered"] == 1  # the pending intent was resolved ...
-    assert counters["abandoned"] == 1  # ... as wholly aborted by the broker: not committed, not wedged
-    assert counters["partial"] == 0
-    assert counters["replays"] == 0  # batch 0's replay was written, not skipped as already done
-    assert counters["records"] == ROWS  # each row counted once: batch 0's by its replay only
+    # The pending intent was resolved as wholly aborted by the broker (not committed, not wedged), and
+    # batch 0's replay was written, not skipped as already done: each row counted once, by its batch.
+    assert sparkafka.sink_metrics(driver.prefix) == counters(
+        driver.prefix, batches=3, transactions=6, records=ROWS, recovered=1, abandoned=1
+    )
 
 
 def test_pending_intent_is_shown_and_resolved_with_sparkafka_txn(
-    kafka: Kafka, bootstrap: str, tmp_path: Path
+    spark: Any, kafka: Kafka, bootstrap: str, tmp_path: Path
 ) -> None:
     topic = kafka.topic(partitions=3)
     driver = Driver(tmp_path, bootstrap, topic, "exactly_once")
@@ -225,16 +285,20 @@ def test_pending_intent_is_shown_and_resolved_with_sparkafka_txn(
     dry = sparkafka_cli(*args, "--query", query_id, "commit")
     assert dry.returncode == 2
     assert "add --yes" in dry.stderr
+    assert kafka.committed_values(topic) == Counter()  # the dry run did nothing
     done = sparkafka_cli(*args, "--query", query_id, "commit", "--yes")
     assert done.returncode == 0, done.stderr
     assert "batch 0: done" in done.stdout
-    first_batch = kafka.committed_values(topic)
-    assert 0 < sum(first_batch.values()) < ROWS  # the killed batch only
+    assert kafka.committed_values(topic) == expected(range(1))  # the killed batch, all of it
+    assert sparkafka.sink_metrics(driver.prefix) == counters(
+        driver.prefix, batches=1, transactions=2, records=BATCH
+    )
 
-    code, out = driver.run()  # Spark replays batch 0: already done, so aborted; then the rest
-    assert code == 0, out
+    driver.restart(spark)  # Spark replays batch 0: already done, so aborted; then the rest
     assert kafka.committed_values(topic) == expected()
-    assert sparkafka.sink_metrics(driver.prefix)["replays"] == 1
+    assert sparkafka.sink_metrics(driver.prefix) == counters(
+        driver.prefix, batches=3, transactions=6, records=ROWS, replays=1, aborted=2
+    )
 
 
 def sparkafka_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -247,23 +311,28 @@ def sparkafka_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("speculation", ["true", "false"])
-def test_exactly_once_refuses_speculation(
-    kafka: Kafka,
-    bootstrap: str,
-    tmp_path: Path,
-    speculation: str,
-) -> None:
+def test_exactly_once_refuses_speculation(kafka: Kafka, bootstrap: str, tmp_path: Path) -> None:
+    """spark.speculation is the SparkContext's own setting: the refusal runs in a driver of its own."""
     topic = kafka.topic(partitions=2)
     driver = Driver(tmp_path, bootstrap, topic, "exactly_once")
-    code, out = driver.run(env={"SPARKAFKA_TEST_SPECULATION": speculation})
-    if speculation == "true":
-        assert code == 3, out
-        assert "deliveryGuarantee=exactly_once cannot run with spark.speculation=true" in out
-        assert kafka.committed_values(topic) == Counter()
-    else:
-        assert code == 0, out
-        assert kafka.committed_values(topic) == expected()
+    code, out = driver.run(env={"SPARKAFKA_TEST_SPECULATION": "true"})
+    assert code == 3, out
+    assert "deliveryGuarantee=exactly_once cannot run with spark.speculation=true" in out
+    assert kafka.committed_values(topic) == Counter()
+
+
+def test_exactly_once_without_speculation_writes_each_row_once(
+    spark: Any, kafka: Kafka, bootstrap: str, tmp_path: Path
+) -> None:
+    """The speculation test's query, as it runs with spark.speculation off (the test session's setting)."""
+    assert spark.sparkContext.getConf().get("spark.speculation", "false") == "false"
+    topic = kafka.topic(partitions=2)
+    driver = Driver(tmp_path, bootstrap, topic, "exactly_once")
+    driver.restart(spark)
+    assert kafka.committed_values(topic) == expected()
+    assert sparkafka.sink_metrics(driver.prefix) == counters(
+        driver.prefix, batches=3, transactions=6, records=ROWS
+    )
 
 
 def test_partition_column_headers_timestamp_and_roundrobin(spark: Any, kafka: Kafka, bootstrap: str) -> None:

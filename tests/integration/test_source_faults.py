@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from sparkafka.client.core import admin_client
 from sparkafka.local.kafka_broker import ApacheKafka
 from tests.support.kafka import produce
 from tests.support.queries import memory_query, memory_values, source
+from tests.support.wait import wait_until
 
 
 def test_pattern_query_rides_out_a_broker_restart_during_discovery(
@@ -44,7 +44,18 @@ def test_pattern_query_rides_out_a_broker_restart_during_discovery(
         query.processAllAvailable()
         assert sorted(memory_values(spark, name)) == first
         broker.kill(0)  # SIGKILL: the machine lost; its data stays
-        time.sleep(2.0)  # the outage the idle query's discovery meets
+
+        def discovering() -> bool:  # a trigger asking the source for offsets (so listing topics) now
+            status = query.status
+            return bool(status["isTriggerActive"]) and status["message"].startswith("Getting offsets")
+
+        # The outage the idle query's discovery meets: a trigger seen listing topics with the broker down.
+        wait_until(
+            discovering,
+            60,
+            "a trigger to list topics while the broker is down",
+            detail=lambda: repr(query.status),
+        )
         broker.restart(0)  # same port and data: topics and records survive
         for future in admin_client(conf).create_topics([NewTopic(f"{prefix}-b", 2, 1)]).values():
             future.result(60)

@@ -1,13 +1,18 @@
 """The tests' fixtures, loaded as a pytest plugin (``pytest_plugins`` in tests/conftest.py).
 
-One broker (Apache Kafka started once per run, or SPARKAFKA_TEST_BOOTSTRAP), one SparkSession, a Schema
-Registry, topics; tansu (``tansu_conf``) only for the tests about tansu itself and ``broker_gaps``.
+One broker (Apache Kafka started once per test process, or SPARKAFKA_TEST_BOOTSTRAP), one SparkSession per
+test process, a Schema Registry, topics; tansu (``tansu_conf``) only for the tests about tansu itself and
+``broker_gaps``. ``make test`` runs the tests in parallel processes (pytest-xdist, ``--dist loadgroup``):
+each process has its own broker and SparkSession, every test takes them through these fixtures, and the
+order below puts the longest tests first. The run ends with its time against the budget (``--time-budget``)
+and the figures tests recorded (``record_figures``). See tests/README.md.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +28,19 @@ from tests.support.kafka import Kafka
 
 _capabilities: dict[str, Capability] = {}
 
+TEST_BROKER_CONFIG = {
+    # Tests write records with fixed timestamps years old: time retention would delete them mid-test (seen
+    # in CI: a partition's log start moved past its 30 records between two reads of one test).
+    "log.retention.ms": "-1",
+    # Recovery tests wait for the broker to abort a transaction past its timeout: it looks every 250 ms
+    # (Kafka: every 10 s; ApacheKafka's default, for the demo: 1 s), so the wait ends soon after the timeout.
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "250",
+    # A group's first member is not held 3 s (Kafka's default) for others to join: tests' groups have one.
+    "group.initial.rebalance.delay.ms": "0",
+}
+"""The suite's Apache Kafka: ApacheKafka's defaults (one node, few threads, no auto-created topics) and
+these, each for a test's sake."""
+
 # No timing in a test: Hypothesis's per-example deadline fails on a busy shared machine, not on a bug.
 settings.register_profile("sparkafka", deadline=None)
 settings.load_profile("sparkafka")
@@ -36,9 +54,7 @@ def kafka_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
     if external:
         yield {"bootstrap.servers": external}
         return
-    # Tests write records with fixed timestamps years old: time retention would delete them mid-test (seen
-    # in CI: a partition's log start moved past its 30 records between two reads of one test).
-    with ApacheKafka(data_dir=tmp_path_factory.mktemp("kafka"), config={"log.retention.ms": "-1"}) as kafka:
+    with ApacheKafka(data_dir=tmp_path_factory.mktemp("kafka"), config=TEST_BROKER_CONFIG) as kafka:
         yield {"bootstrap.servers": kafka.bootstrap_servers}
         close_all()  # the process's cached clients go first: none is left to log the broker's absence
         gc.collect()
@@ -75,14 +91,23 @@ def bootstrap(kafka_conf: dict[str, str]) -> str:
 
 @pytest.fixture(scope="session")
 def require(kafka_conf: dict[str, str]) -> Callable[[str], None]:
-    """``require("create_partitions")`` skips the test, with the probe's finding, on a broker lacking it."""
+    """``require("create_partitions")`` skips the test, with the probe's finding, on an external broker
+    (SPARKAFKA_TEST_BOOTSTRAP) found lacking it. On the suite's own Apache Kafka a failed probe fails the
+    test, and so does a probe that could not tell (a timeout on a busy machine is no missing capability):
+    CI never skips a test and stays green."""
+    external = "SPARKAFKA_TEST_BOOTSTRAP" in os.environ
 
     def _require(name: str) -> None:
-        if name not in _capabilities:
-            _capabilities[name] = probe_broker(kafka_conf, name)
-        cap = _capabilities[name]
-        if not cap.ok:
-            pytest.skip(f"broker lacks {name} (needs a conformant broker: {cap.detail})")
+        cap = _capabilities.get(name) or probe_broker(kafka_conf, name)
+        if cap.conclusive:  # a probe that could not tell is asked again by the next test
+            _capabilities[name] = cap
+        if cap.ok:
+            return
+        if not cap.conclusive:
+            pytest.fail(f"the probe for {name} could not tell whether the broker has it: {cap.detail}")
+        if not external:
+            pytest.fail(f"the suite's Apache Kafka lacks {name}: {cap.detail}")
+        pytest.skip(f"broker lacks {name} (needs a conformant broker: {cap.detail})")
 
     return _require
 
@@ -140,3 +165,81 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture
 def checkpoint(tmp_path: Path) -> str:
     return str(tmp_path / "checkpoint")
+
+
+@pytest.fixture(params=["native", "python"])
+def fetcher(request: pytest.FixtureRequest) -> str:
+    """The source's option ``fetcher``: a test taking this runs twice, reading with sparkafka's native
+    extension and with confluent-kafka, where the two could differ (what is read, exactly once, through
+    data loss and a lost leader)."""
+    return str(request.param)
+
+
+# -- the run: its order, the figures tests record, its time against the budget -------------------------------
+
+_FIRST = ("chaos", "cluster")
+"""Markers of the longest tests (minutes each, a cluster of their own): started first, so that parallel
+processes fill the time around them instead of waiting behind one started late."""
+
+_figures: list[tuple[str, str]] = []
+_started = time.time()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--time-budget",
+        type=float,
+        default=None,
+        metavar="MINUTES",
+        help="print the run's time against this budget last (a warning when over it, never a failure: "
+        "shared machines are noisy); SPARKAFKA_BUDGET_SINCE (epoch seconds) counts from an earlier start",
+    )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The chaos and cluster tests first, the unit tests last, the integration tests between (each group in
+    its own order): pytest-xdist hands tests out in this order, so the processes finish together."""
+
+    def rank(item: pytest.Item) -> int:
+        for i, marker in enumerate(_FIRST):
+            if item.get_closest_marker(marker) is not None:
+                return i
+        return len(_FIRST) + ("unit" in item.path.parts)
+
+    items.sort(key=rank)  # stable: within a group, the collection's order (module fixtures stay together)
+
+
+@pytest.fixture
+def record_figures(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """``record_figures(text)``: lines printed at the end of the run, pass or fail, from any test process
+    (a test's own output is not shown from pytest-xdist's workers)."""
+
+    def record(text: str) -> None:
+        request.node.user_properties.append(("figures", text))
+
+    return record
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # In the process that prints (the only one under pytest-xdist, whose workers' reports arrive here).
+    if report.when == "call":
+        _figures.extend((report.nodeid, str(v)) for k, v in report.user_properties if k == "figures")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """After the slowest tests (--durations): the figures tests recorded, then the time against the budget."""
+    for nodeid, text in _figures:
+        terminalreporter.write_sep("-", f"figures of {nodeid}")
+        terminalreporter.write_line(text)
+    budget = config.getoption("--time-budget")
+    if budget is None or hasattr(config, "workerinput"):  # pytest-xdist's workers print nothing
+        return
+    since = os.environ.get("SPARKAFKA_BUDGET_SINCE")
+    minutes = (time.time() - (float(since) if since else _started)) / 60
+    what = "since the run started (setup and lint too)" if since else "of tests"
+    line = f"time: {minutes:.1f} min {what}, budget {budget:g} min"
+    if minutes > budget:
+        line = f"WARNING {line}: over it. See the slowest tests above and tests/README.md"
+    terminalreporter.write_line(line, yellow=minutes > budget, bold=minutes > budget)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sparkafka.structs import TopicPartition
+from sparkafka.source.planning import offsets_from_json
 from tests.support.kafka import Offsets
 
 __all__ = ["checkpoint_batches", "memory_query", "memory_values", "read_values", "run_to_parquet", "source"]
@@ -59,9 +59,6 @@ def checkpoint_batches(checkpoint: str) -> tuple[dict[int, Offsets], set[int]]:
     """The end offsets of each batch in the offset log, and the batch ids in the commit log."""
     ends: dict[int, Offsets] = {}
     for f in (Path(checkpoint) / "offsets").glob("[0-9]*"):
-        source_json = json.loads(f.read_text().splitlines()[2])
-        ends[int(f.name)] = {
-            TopicPartition(t, int(p)): int(o) for t, parts in source_json.items() for p, o in parts.items()
-        }
+        ends[int(f.name)] = offsets_from_json(json.loads(f.read_text().splitlines()[2]))
     commits = {int(f.name) for f in (Path(checkpoint) / "commits").glob("[0-9]*")}
     return ends, commits

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -500,3 +501,68 @@ def test_an_admin_client_gets_no_consumer_setting_it_would_warn_about() -> None:
     reader = _reader_settings({"fetch.min.bytes": "1"})
     assert warnings(reader)  # the check can fail: an AdminClient does warn about these
     assert warnings(admin_settings(reader)) == []
+
+
+class _Future:
+    def __init__(self, value: Any = None, error: int | None = None) -> None:
+        self.value, self.error = value, error
+
+    def result(self, _timeout: float) -> Any:
+        if self.error is not None:
+            raise kafka_error(self.error)
+        return self.value
+
+
+class _Described:
+    def __init__(self, partitions: int, topic_id: Any) -> None:
+        self.partitions = [None] * partitions
+        self.topic_id = topic_id
+
+
+class DescribingAdmin(FakeAdmin):
+    """Answers DescribeTopics (partition counts and ids) and ListTopics, counting the requests."""
+
+    def __init__(self, topics: dict[str, int], ids: dict[str, Any]) -> None:
+        super().__init__([], topics)
+        self.ids = ids
+        self.described: list[list[str]] = []
+
+    def describe_topics(self, collection: Any, **_kwargs: Any) -> dict[str, _Future]:
+        names = list(collection.topic_names)
+        self.described.append(names)
+        return {
+            n: _Future(_Described(self.topics[n], self.ids[n]))
+            if n in self.topics
+            else _Future(error=KafkaError.UNKNOWN_TOPIC_OR_PART)
+            for n in names
+        }
+
+
+def test_discovery_takes_ids_in_kafkas_text_form_with_one_request_per_subscription() -> None:
+    from confluent_kafka import Uuid
+
+    from sparkafka.source.admin import SourceMetadata
+    from sparkafka.source.options import Subscription
+
+    # librdkafka's str() of this id is 8U/j8L8uSD6S7nNFuplY8g (standard base64); Kafka prints it URL-safe.
+    raw = base64.b64decode("8U/j8L8uSD6S7nNFuplY8g==")
+    uuid = Uuid(int.from_bytes(raw[:8], "big", signed=True), int.from_bytes(raw[8:], "big", signed=True))
+    admin = DescribingAdmin({"a": 2, "b": 1, "old": 1}, {"a": uuid, "b": uuid, "old": Uuid(0, 0)})
+    clock = FakeClock()
+    meta = SourceMetadata(CONF, 30, clock=clock, sleep=clock.sleep, admin=admin)
+    found = meta.discover(Subscription(topics=("a", "missing", "old")))
+    assert found == ({A0, A1, TopicPartition("old", 0)}, {"a": "8U_j8L8uSD6S7nNFuplY8g"})  # zero id: none
+    assert (admin.described, admin.metadata_asked) == ([["a", "missing", "old"]], 0)
+    assert meta.discover(Subscription(partitions=(A1, TopicPartition("a", 5))))[0] == {A1}
+    assert meta.discover(Subscription(pattern="a|b"))[0] == {A0, A1, B0}
+    assert (admin.described[-1], admin.metadata_asked) == (["a", "b"], 1)  # a pattern lists topics first
+
+
+def test_a_broker_that_cannot_describe_topics_is_answered_from_its_topic_list_without_ids() -> None:
+    class Unsupported(DescribingAdmin):
+        def describe_topics(self, collection: Any, **_kwargs: Any) -> dict[str, _Future]:
+            return {n: _Future(error=KafkaError._UNSUPPORTED_FEATURE) for n in collection.topic_names}
+
+    admin = Unsupported({"a": 2, "b": 1}, {})
+    meta, _ = metadata(admin)
+    assert meta.describe_topics(["a", "missing"]) == {"a": (2, None)}

@@ -3,8 +3,9 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from sparkafka.cli.lag_view import plot_lag, watch_lag
+from sparkafka.cli.lag_view import plot_lag, render, watch_lag
 from sparkafka.ops.lag import compute_lag
+from sparkafka.source.alignment import AlignmentStatus, PartitionEventTime
 from sparkafka.structs import TopicPartition
 
 A0, A1, A2 = (TopicPartition("a", p) for p in range(3))
@@ -56,3 +57,31 @@ def test_watch_into_a_pipe_prints_each_reading_as_it_is_taken() -> None:
     assert "total lag 10" in seen_before_next[0]
     assert "total lag 6" in seen_before_next[1]
     assert "a 0: committed 10, log end 10, lag 0, behind open txn 0" in out.getvalue()
+
+
+def test_event_time_alignment_columns_when_the_source_aligns() -> None:
+    status = AlignmentStatus(
+        bound_ms=1_700_000_600_000,
+        slowest=A0,
+        partitions={
+            A0: PartitionEventTime(1_700_000_000_000, "active"),
+            A1: PartitionEventTime(1_700_000_900_000, "held"),
+        },
+        drift_ms=600_000,
+    )
+    lag = compute_lag("g", {A0: 1, A1: 2}, {A0: 3, A1: 9}, alignment=status)
+    out = io.StringIO()
+    watch_lag(lag, lambda: lag, out, interval_s=None, count=None)
+    assert (
+        "a 0: committed 1, log end 3, lag 2, behind open txn 0, "
+        "event time 2023-11-14 22:13:20.000 UTC, active" in out.getvalue()
+    )
+    assert (
+        "a 1: committed 2, log end 9, lag 7, behind open txn 0, "
+        "event time 2023-11-14 22:28:20.000 UTC, held" in out.getvalue()
+    )
+    assert "event-time alignment holds a-1 at 2023-11-14 22:23:20.000 UTC (slowest a-0" in out.getvalue()
+    table = render(lag)
+    assert [c.header for c in table.columns][-2:] == ["event time", "alignment"]
+    assert "holds a-1" in str(table.caption)
+    assert [c.header for c in render(compute_lag("g", {A0: 1}, {A0: 3})).columns][-1] == "behind open txn"

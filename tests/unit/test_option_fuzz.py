@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 
 from sparkafka.errors import ConfigError
@@ -71,6 +73,30 @@ BASES = st.sampled_from(
 MAPS = st.builds(
     lambda base, extra: {**base, **extra}, BASES, st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=6)
 )
+
+
+def _accepts(parse: Callable[[dict[str, Any]], object], options: dict[str, Any]) -> bool:
+    try:
+        parse(options)
+    except ConfigError:
+        return False
+    return True
+
+
+PARSERS = {
+    "source": lambda options: parse_source_options(options, batch=False),
+    "sink": parse_sink_options,
+}
+
+
+@pytest.mark.parametrize("parser", list(PARSERS))
+def test_the_maps_reach_both_answers(parser: str) -> None:
+    """The maps below are accepted as well as refused: a parser that refused everything would pass the
+    properties, so this finds a map of each kind (``find`` fails when none turns up)."""
+    parse = PARSERS[parser]
+    quick = settings(max_examples=2000, deadline=None, database=None, phases=[Phase.generate])  # no shrinking
+    assert _accepts(parse, find(MAPS, lambda options: _accepts(parse, options), settings=quick))
+    assert not _accepts(parse, find(MAPS, lambda options: not _accepts(parse, options), settings=quick))
 
 
 @settings(max_examples=500, deadline=None)

@@ -299,3 +299,47 @@ def test_an_unknown_output_mode_names_the_allowed_ones(tmp_path: Path) -> None:
     text = GOOD.format(trigger="5 seconds").replace('name = "p"', 'name = "p"\noutput_mode = "upsert"', 1)
     with pytest.raises(ConfigError, match="output_mode = 'upsert': use append, update, complete"):
         load_pipeline(write(tmp_path, text))
+
+
+ALIGNED = """
+checkpoint = "ck"
+[source]
+watermark = {{ column = "timestamp", delay = "{delay}" }}
+{keys}
+options = {{ "kafka.bootstrap.servers" = "b:9092", subscribe = "in"{options} }}
+[sink]
+options = {{ "kafka.bootstrap.servers" = "b:9092", topic = "out" }}
+"""
+
+
+def test_event_time_alignment_keys_are_the_source_options(tmp_path: Path) -> None:
+    keys = 'max_event_time_drift = "10 minutes"\npartition_idle_timeout = "1m"'
+    cfg = load_pipeline(write(tmp_path, ALIGNED.format(delay="10 minutes", keys=keys, options="")))
+    assert cfg.source.max_event_time_drift_ms == 600_000
+    assert cfg.source.partition_idle_timeout_ms == 60_000
+    assert cfg.source_options["maxEventTimeDrift"] == "10 minutes"
+    # Without a group or a metrics file of its own, the source gets the pipeline's, for the runner to read.
+    assert cfg.source.metrics_file is not None
+    assert cfg.source.metrics_file.endswith("source-pipeline-pipeline.json")
+    assert cfg.alignment_warning() is None
+    grouped = ALIGNED.format(
+        delay="5 minutes", keys="", options=', maxEventTimeDrift = "10m", "kafka.group.id" = "g"'
+    )
+    cfg = load_pipeline(write(tmp_path, grouped))
+    assert cfg.source.metrics_file is None  # the group's default metrics file
+    assert "make the delay at least the drift" in (cfg.alignment_warning() or "")
+
+
+def test_an_alignment_key_given_twice_is_an_error(tmp_path: Path) -> None:
+    text = ALIGNED.format(
+        delay="1m", keys='max_event_time_drift = "10 minutes"', options=', maxEventTimeDrift = "5m"'
+    )
+    with pytest.raises(
+        ConfigError, match=r"source.max_event_time_drift and source.options.maxEventTimeDrift are one setting"
+    ):
+        load_pipeline(write(tmp_path, text))
+    text = ALIGNED.format(
+        delay="1m", keys='partition_idle_timeout = "soon"\nmax_event_time_drift = "1m"', options=""
+    )
+    with pytest.raises(ConfigError, match="partitionIdleTimeout='soon' is not a duration"):
+        load_pipeline(write(tmp_path, text))

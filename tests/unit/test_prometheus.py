@@ -9,6 +9,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sparkafka.ops.prometheus import Exporter, is_sparkafka
+from sparkafka.source.alignment import AlignmentStatus, PartitionEventTime
 from sparkafka.source.commits import SourceMetrics
 from sparkafka.structs import TopicPartition
 
@@ -121,9 +122,52 @@ def test_a_pipelines_metrics_carry_its_name_as_written() -> None:
     assert scrape(exporter)["sparkafka_input_records_total", (("query", "orders-enrich"),)] == 3
 
 
+def test_event_time_alignment_per_partition() -> None:
+    t0, t1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    status = AlignmentStatus(
+        bound_ms=1_700_000_600_000,
+        slowest=t0,
+        partitions={
+            t0: PartitionEventTime(1_700_000_000_000, "active"),
+            t1: PartitionEventTime(None, "empty"),
+        },
+        drift_ms=600_000,
+    )
+    held = AlignmentStatus(
+        bound_ms=1_700_000_600_000,
+        slowest=t0,
+        partitions={
+            t0: PartitionEventTime(1_700_000_000_000, "active"),
+            t1: PartitionEventTime(1_700_000_900_000, "held"),
+        },
+        drift_ms=600_000,
+    )
+    now = {"status": status}
+
+    def metrics(group: str) -> SourceMetrics:
+        return SourceMetrics(group, "disabled", event_time=now["status"])
+
+    exporter = Exporter(sink_counters=lambda _: {}, source_metrics=metrics, groups={"orders": "g"})
+    exporter.observe(progress(0, 1, {}, {}))
+    m = scrape(exporter)
+    key = (("group", "g"), ("partition", "0"), ("query", "orders"), ("topic", "t"))
+    assert m["sparkafka_partition_event_time_seconds", key] == 1_700_000_000
+    assert m["sparkafka_partition_alignment", (*key[:3], ("state", "active"), key[3])] == 1
+    assert m["sparkafka_partition_alignment", (*key[:3], ("state", "held"), key[3])] == 0
+    assert m["sparkafka_partitions_held", (("group", "g"), ("query", "orders"))] == 0
+    now["status"] = held
+    exporter.observe(progress(1, 1, {}, {}))
+    m = scrape(exporter)
+    one = (("group", "g"), ("partition", "1"), ("query", "orders"), ("state", "held"), ("topic", "t"))
+    assert m["sparkafka_partition_alignment", one] == 1
+    assert m["sparkafka_partitions_held", (("group", "g"), ("query", "orders"))] == 1
+
+
 def test_only_sparkafka_queries_are_exported() -> None:
     never = lambda _qid: False  # noqa: E731
     assert is_sparkafka(progress(0, 1, {"t": {"0": 4}}, {"t": {"0": 4}}), never)
+    with_ids = {"t": {"0": 4}, "@topicIds": {"t": "8U_j8L8uSD6S7nNFuplY8g"}}  # the source keeps topic ids
+    assert is_sparkafka(progress(0, 1, with_ids, with_ids), never)
     # Spark's own Kafka source has the same offsets, but it is not a Python data source.
     spark_kafka = progress(0, 1, {}, {}) | {
         "sources": [{"description": "KafkaV2[Subscribe[t]]", "endOffset": '{"t": {"0": 4}}'}]

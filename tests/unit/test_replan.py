@@ -88,3 +88,21 @@ def test_a_batch_the_sink_never_recorded_may_be_planned_again(tmp_path: Path) ->
     plan = plan_replan(root, log_of(IntentRecord(QUERY, 0, "done")), "p")
     assert plan.refusal is None
     assert plan.effect.endswith("(prefix 'p' shows nothing of it committed)")
+
+
+def test_a_prefix_with_no_record_of_the_query_is_refused(tmp_path: Path) -> None:
+    """Review finding F5: a wrong --prefix reads as "nothing committed"; it must be refused instead."""
+    root = checkpoint(tmp_path, planned=1, committed=0)
+    refusal = plan_replan(root, log_of(IntentRecord("another-query", 1, "done")), "p").refusal
+    assert refusal == (
+        f"batch 1 cannot be planned again: prefix 'p' has no record of query {QUERY}, so it cannot show "
+        "that nothing of the batch was written (check --prefix: the query's sink's transactionalIdPrefix)"
+    )
+
+
+def test_a_partial_batch_refused_as_too_old_is_not_planned_again(tmp_path: Path) -> None:
+    root = checkpoint(tmp_path, planned=1, committed=0)
+    record = IntentRecord(QUERY, 1, "partial", too_old=(1, 2))
+    refusal = plan_replan(root, log_of(record), "p").refusal
+    assert refusal is not None
+    assert "partly committed" in refusal

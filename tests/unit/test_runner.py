@@ -4,6 +4,7 @@ every event, a stop request stops the query between batches, and a failure is th
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import threading
 from pathlib import Path
@@ -93,3 +94,42 @@ def test_a_stop_request_stops_the_query_between_batches_and_a_failure_is_the_las
     printed = out.getvalue().splitlines()
     assert printed[-1] == "sparkafka run: query failed: something named"
     assert printed[-2].startswith("summary: pipeline p: 1 batches")
+
+
+def test_a_line_when_alignment_starts_changes_and_stops_holding_partitions_back(tmp_path: Path) -> None:
+    from sparkafka.source.alignment import AlignmentStatus, PartitionEventTime
+    from sparkafka.structs import TopicPartition
+
+    t0, t1, t2 = (TopicPartition("in", p) for p in range(3))
+
+    def status(held: list[TopicPartition], quiet: bool = False) -> AlignmentStatus:
+        states = {
+            tp: PartitionEventTime(1_700_000_000_000, "held" if tp in held else "active")
+            for tp in (t0, t1, t2)
+        }
+        return AlignmentStatus(1_700_000_600_000, t0, states, drift_ms=600_000, slowest_quiet=quiet)
+
+    # Per poll: none yet, the same hold twice, another partition held, the slowest quiet, then none held.
+    polled = [None, status([t1]), status([t1]), status([t1, t2]), status([t1, t2], quiet=True)]
+    readings = itertools.chain(polled, itertools.repeat(status([])))
+    out = io.StringIO()
+    screen = runner._Screen(out, "p", None)
+    query = FakeQuery([[] for _ in range(6)])
+    watch = runner._watch
+    watch(
+        query,
+        config(tmp_path),
+        screen,
+        None,
+        stop=threading.Event(),
+        poll_s=0,
+        alignment=lambda: next(readings),
+    )
+    at = "at 2023-11-14 22:23:20.000 UTC (slowest in-0 at 2023-11-14 22:13:20.000 UTC, maxEventTimeDrift 10m)"
+    quiet = "in-0 has no new records: set partitionIdleTimeout so that a quiet partition stops holding the "
+    assert out.getvalue().splitlines() == [
+        f"event-time alignment holds in-1 {at}",
+        f"event-time alignment holds in-1, in-2 {at}",
+        f"event-time alignment holds in-1, in-2 {at}; {quiet}others back",
+        "event-time alignment holds no partition back any more",
+    ]

@@ -85,7 +85,7 @@ def _cmd_lag(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, interrupt)
     try:
         conf = _settings(args)
-        first = fetch_group_lag(conf, args.group, args.topic)
+        first = fetch_group_lag(conf, args.group, args.topic, metrics_file=args.metrics_file)
         if not first.has_commits:
             where = f" on topic {args.topic}" if args.topic else ""
             print(
@@ -96,7 +96,7 @@ def _cmd_lag(args: argparse.Namespace) -> int:
             return 1
         history = watch_lag(
             first,
-            lambda: fetch_group_lag(conf, args.group, args.topic),
+            lambda: fetch_group_lag(conf, args.group, args.topic, metrics_file=args.metrics_file),
             sys.stdout,
             interval_s=args.watch,
             count=args.count,
@@ -426,6 +426,12 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     )
     lag.add_argument("--count", type=int, help="with --watch: stop after this many readings")
     lag.add_argument("--plot", metavar="PNG", help="write a PNG of total lag over the watched period")
+    lag.add_argument(
+        "--metrics-file",
+        metavar="PATH",
+        help="the source's metricsFile option, if set: its event-time alignment is shown per partition "
+        "(default: the group's metrics file on this host, when the source aligns by event time)",
+    )
     lag.set_defaults(func=_cmd_lag)
 
     run = sub.add_parser(

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from sparkafka.errors import ConfigError
-from sparkafka.ops.lag import GroupLag
+from sparkafka.ops.lag import GroupLag, PartitionLag
+from sparkafka.source.alignment import describe_duration, describe_time
 
 __all__ = ["plain", "plot_lag", "render", "watch_lag"]
 
@@ -19,20 +20,38 @@ def render(lag: GroupLag) -> Any:
     """A rich table of one lag reading."""
     from rich.table import Table
 
-    table = Table(title=f"group {lag.group_id}")
-    for name in ("topic", "partition", "committed", "log end", "lag", "behind open txn"):
-        table.add_column(name, justify="left" if name == "topic" else "right")
+    table = Table(title=f"group {lag.group_id}", caption=_alignment_caption(lag))
+    aligned = lag.alignment is not None
+    names = ["topic", "partition", "committed", "log end", "lag", "behind open txn"]
+    for name in [*names, "event time", "alignment"] if aligned else names:
+        table.add_column(name, justify="left" if name in ("topic", "event time", "alignment") else "right")
     for p in lag.partitions:
         committed = "-" if p.committed is None else str(p.committed)
         lag_text = "-" if p.lag is None else str(p.lag)
-        table.add_row(p.tp.topic, str(p.tp.partition), committed, str(p.log_end), lag_text, str(p.held))
+        row = [p.tp.topic, str(p.tp.partition), committed, str(p.log_end), lag_text, str(p.held)]
+        table.add_row(*row, *(_event_time_cells(p) if aligned else []))
     committed_total = sum(p.committed or 0 for p in lag.partitions)
     ends_total = sum(p.log_end for p in lag.partitions)
     held = sum(p.held for p in lag.partitions)
-    table.add_row(
-        "total", "", str(committed_total), str(ends_total), str(lag.total_lag), str(held), style="bold"
-    )
+    totals = ["total", "", str(committed_total), str(ends_total), str(lag.total_lag), str(held)]
+    table.add_row(*totals, *(["", ""] if aligned else []), style="bold")
     return table
+
+
+def _event_time_cells(p: PartitionLag) -> list[str]:
+    if p.event_time is None:
+        return ["-", "-"]
+    return [describe_time(p.event_time.event_time_ms), p.event_time.state]
+
+
+def _alignment_caption(lag: GroupLag) -> str | None:
+    """What alignment holds, under the table (from the source's metrics file on this host)."""
+    status = lag.alignment
+    if status is None:
+        return None
+    return status.describe_hold() or (
+        f"event-time alignment (maxEventTimeDrift {describe_duration(status.drift_ms)}) holds nothing back"
+    )
 
 
 def watch_lag(
@@ -86,11 +105,13 @@ def plain(lag: GroupLag, at_s: float) -> str:
     for p in lag.partitions:
         committed = "-" if p.committed is None else str(p.committed)
         lag_text = "-" if p.lag is None else str(p.lag)
+        aligned = ", event time {}, {}".format(*_event_time_cells(p)) if lag.alignment is not None else ""
         rows.append(
             f"  {p.tp.topic} {p.tp.partition}: committed {committed}, log end {p.log_end}, lag {lag_text}, "
-            f"behind open txn {p.held}"
+            f"behind open txn {p.held}{aligned}"
         )
-    return "\n".join(rows)
+    caption = _alignment_caption(lag)
+    return "\n".join([*rows, f"  {caption}"] if caption else rows)
 
 
 def plot_lag(history: list[tuple[float, int]], group_id: str, path: str) -> None:

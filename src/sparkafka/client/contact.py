@@ -8,7 +8,8 @@ librdkafka lines, then a raw ``KafkaError{_TRANSPORT}``). Every entry point give
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sparkafka.client.metadata import AdminMetadata
@@ -29,19 +30,25 @@ def no_answer(conf: Mapping[str, Any], timeout_s: float, reason: str) -> BrokerE
     )
 
 
-def first_answer(conf: Mapping[str, str], timeout_s: float, *, admin: Any = None) -> None:
+def first_answer(
+    conf: Mapping[str, str],
+    timeout_s: float,
+    *,
+    admin: Any = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
     """Return once a broker answers a metadata request; else raise, one sentence, within ``timeout_s``.
 
     The client asking logs nothing (``log_level`` 0): the sentence replaces librdkafka's "Connection
     refused" lines. ``admin`` is the AdminClient to ask (default: the process's cached one; tests pass a
-    fake).
+    fake), ``clock`` the clock the bound is kept with (tests pass a fake).
 
     Raises:
         ConfigError: librdkafka refused a setting when the client was made (a CA file that is not there).
         BrokerError: nothing answered within ``timeout_s`` (``no_answer``).
     """
     try:
-        metadata = AdminMetadata({**conf, "log_level": "0"}, timeout_s, admin=admin)
+        metadata = AdminMetadata({**conf, "log_level": "0"}, timeout_s, admin=admin, clock=clock)
     except Exception as e:  # noqa: BLE001 - confluent-kafka's KafkaException: librdkafka refused a setting
         error: Any = e.args[0] if e.args else e
         said = error.str() if callable(getattr(error, "str", None)) else str(error)

@@ -8,10 +8,11 @@ layer above both, so neither imports it.
 
 from __future__ import annotations
 
+import base64
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from sparkafka.client import broker_gaps
 from sparkafka.client.conf import against_servers
@@ -28,9 +29,9 @@ from sparkafka.client.core import (
     with_retries,
 )
 from sparkafka.errors import PartitionsGoneError
-from sparkafka.structs import TopicPartition, committed_offsets
+from sparkafka.structs import TimestampedOffset, TopicPartition, committed_offsets
 
-__all__ = ["AdminMetadata", "Offsets"]
+__all__ = ["AdminMetadata", "Offsets", "TopicInfo"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,37 @@ def _offset(answer: Any, tp: TopicPartition, what: str, logical: bool) -> int:
 
 
 T = TypeVar("T")
+
+
+def _topic_id(uuid: Any) -> str | None:
+    """A confluent-kafka ``Uuid`` in Kafka's text form (``Uuid.toString``: URL-safe base64, unpadded); None
+    for none or Kafka's zero id (a broker without topic ids, before 2.8).
+
+    Not ``str(uuid)``: librdkafka writes standard base64 (``+`` and ``/``), which ``kafka-topics``
+    does not print.
+    """
+    if uuid is None:
+        return None
+    high, low = uuid.get_most_significant_bits(), uuid.get_least_significant_bits()
+    if high == low == 0:
+        return None
+    raw = high.to_bytes(8, "big", signed=True) + low.to_bytes(8, "big", signed=True)
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+_NOT_FOUND = {UNKNOWN_TOPIC_OR_PARTITION, 29}  # 29: TOPIC_AUTHORIZATION_FAILED
+_UNSUPPORTED = {-165, 35}  # librdkafka's _UNSUPPORTED_FEATURE, Kafka's UNSUPPORTED_VERSION
+
+
+class TopicInfo(NamedTuple):
+    """One topic as DescribeTopics answers it."""
+
+    partitions: int
+    """Its partition count."""
+    topic_id: str | None
+    """Its id in Kafka's text form (URL-safe base64, as ``kafka-topics --describe`` prints it); None when
+    the broker has none (before Kafka 2.8)."""
+
 
 Offsets = dict[TopicPartition, int]
 
@@ -97,6 +129,39 @@ class AdminMetadata:
             out[name] = len(topic.partitions)
         return out
 
+    def describe_topics(self, names: Iterable[str]) -> dict[str, TopicInfo]:
+        """The partition count and id of each topic of ``names`` that exists: one Metadata request.
+
+        A topic the cluster does not have, or that this client may not describe, is left out, as
+        ``topics`` leaves it out. A broker that cannot describe topics is answered from its topic list,
+        without ids.
+        """
+        from confluent_kafka import KafkaException, TopicCollection
+
+        wanted = sorted(set(names))
+        if not wanted:
+            return {}
+
+        def attempt(left: float) -> dict[str, TopicInfo] | None:
+            futures = self._admin.describe_topics(TopicCollection(wanted), request_timeout=left)
+            out: dict[str, TopicInfo] = {}
+            for name, future in futures.items():
+                try:
+                    described = future.result(left)
+                except KafkaException as e:
+                    if error_code(e) in _NOT_FOUND:
+                        continue
+                    if error_code(e) in _UNSUPPORTED:
+                        return None
+                    raise
+                out[name] = TopicInfo(len(described.partitions), _topic_id(described.topic_id))
+            return out
+
+        described = self._retry("describing topics", attempt)
+        if described is None:
+            return {t: TopicInfo(n, None) for t, n in self.topics().items() if t in wanted}
+        return described
+
     def replicas(self) -> tuple[int, dict[str, int]]:
         """Broker count, and per topic its smallest replica count."""
         metadata = self._retry("listing topics", lambda left: self._admin.list_topics(timeout=left))
@@ -108,7 +173,25 @@ class AdminMetadata:
         return len(metadata.brokers), counts
 
     def _list_offsets(self, specs: dict[TopicPartition, Any], what: str, logical: bool = False) -> Offsets:
-        """ListOffsets, retrying only the partitions that answered a retriable error.
+        """ListOffsets: the offset per partition (see ``_list_answers``)."""
+        return self._list_answers(specs, what, lambda answer, tp: _offset(answer, tp, what, logical))
+
+    def _timestamped(
+        self, specs: dict[TopicPartition, Any], what: str
+    ) -> dict[TopicPartition, TimestampedOffset | None]:
+        """ListOffsets by a timestamp spec: the record found, with its timestamp; None where there is none."""
+
+        def read(answer: Any, tp: TopicPartition) -> TimestampedOffset | None:
+            offset = int(answer.offset)
+            return TimestampedOffset(offset, int(answer.timestamp)) if offset >= 0 else None
+
+        return self._list_answers(specs, what, read)
+
+    def _list_answers(
+        self, specs: dict[TopicPartition, Any], what: str, read: Callable[[Any, TopicPartition], T]
+    ) -> dict[TopicPartition, T]:
+        """ListOffsets, retrying only the partitions that answered a retriable error; ``read`` turns each
+        partition's answer (confluent-kafka's ``ListOffsetsResultInfo``) into the result.
 
         An offset below 0 is no answer unless ``logical`` (by timestamp, -1 means "no record that new").
         librdkafka gives -1001 without an error for every partition of a leader its request to failed
@@ -127,10 +210,10 @@ class AdminMetadata:
         from confluent_kafka import TopicPartition as CTopicPartition
 
         level = IsolationLevel.READ_COMMITTED if self._read_committed else IsolationLevel.READ_UNCOMMITTED
-        found: Offsets = {}
+        found: dict[TopicPartition, T] = {}
         todo = dict(specs)
 
-        def attempt(left: float) -> Offsets:
+        def attempt(left: float) -> dict[TopicPartition, T]:
             request = {CTopicPartition(tp.topic, tp.partition): spec for tp, spec in todo.items()}
             futures = self._admin.list_offsets(
                 request, isolation_level=level, request_timeout=min(left, LEADER_ELECTION_S)
@@ -140,7 +223,7 @@ class AdminMetadata:
             for ctp, future in futures.items():
                 tp = TopicPartition(ctp.topic, ctp.partition)
                 try:
-                    found[tp] = _offset(future.result(left), tp, what, logical)
+                    found[tp] = read(future.result(left), tp)
                     todo.pop(tp, None)
                 except Exception as e:  # noqa: BLE001 - per-partition KafkaException: classified by the retry policy
                     if (
@@ -198,7 +281,7 @@ class AdminMetadata:
         from confluent_kafka.admin import OffsetSpec
 
         answer = self._list_offsets({tp: OffsetSpec.latest() for tp in tps}, "latest")
-        if not answer or broker_gaps.latest_is_exact(self._conf, self._timeout_s, self._admin):
+        if not answer or self.latest_is_exact():
             return answer
         existing = self.topics()
         gone = {tp for tp in answer if tp.topic not in existing}
@@ -210,6 +293,11 @@ class AdminMetadata:
         fetched = broker_gaps.fetched_end_offsets(self._conf, bounds, self._read_committed, self._timeout_s)
         return {**answer, **fetched}
 
+    def latest_is_exact(self) -> bool:
+        """Whether this broker's ListOffsets(latest) answers the end of a partition (``broker_gaps``): then
+        a reader's own end lookup (``get_watermark_offsets``) is right too. Cached per process."""
+        return broker_gaps.latest_is_exact(self._conf, self._timeout_s, self._admin)
+
     def for_timestamp(self, tps: Iterable[TopicPartition], timestamp_ms: int) -> Offsets:
         """Per partition, the first offset whose record timestamp is at or after ``timestamp_ms``.
 
@@ -219,6 +307,22 @@ class AdminMetadata:
 
         specs = {tp: OffsetSpec.for_timestamp(timestamp_ms) for tp in tps}
         return self._list_offsets(specs, "timestamp", logical=True)
+
+    def newest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, TimestampedOffset | None]:
+        """Per partition its record with the largest timestamp (ListOffsets MAX_TIMESTAMP, KIP-734: Apache
+        Kafka 3.0 and later); None for a partition that holds no record."""
+        from confluent_kafka.admin import OffsetSpec
+
+        return self._timestamped({tp: OffsetSpec.max_timestamp() for tp in tps}, "max timestamp")
+
+    def at_time(
+        self, tps: Iterable[TopicPartition], timestamp_ms: int
+    ) -> dict[TopicPartition, TimestampedOffset | None]:
+        """Per partition its first record whose timestamp is at or after ``timestamp_ms``, with that record's
+        timestamp (ListOffsets by timestamp); None where no record is that new."""
+        from confluent_kafka.admin import OffsetSpec
+
+        return self._timestamped({tp: OffsetSpec.for_timestamp(timestamp_ms) for tp in tps}, "timestamp")
 
     def committed(
         self, group_id: str, tps: Iterable[TopicPartition] | None = None

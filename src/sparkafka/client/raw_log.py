@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sparkafka.client.core import new_kafka_python_client
 from sparkafka.errors import BrokerError
@@ -34,6 +34,8 @@ __all__ = [
     "parse_batches",
     "read_raw_batches",
 ]
+
+T = TypeVar("T")
 
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
@@ -150,10 +152,24 @@ class _Log:
         self.client: Any = new_kafka_python_client(conf)
         try:
             self.client.check_version(timeout_ms=int(timeout_s * 1000))
-            self.refresh()
+            self._ask(self.refresh, f"metadata of {topic}")
         except BaseException:
             self.client.close()
             raise
+
+    def _ask(self, call: Callable[[], T], what: str) -> T:
+        """``call()``, retried through connection failures (a broker down, a leader moving) until the
+        timeout; then BrokerError. Errors the broker answers are the caller's to judge."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return call()
+            except BrokerError:
+                raise
+            except Exception as e:  # kafka-python's connection and timeout errors: retried
+                if time.monotonic() > deadline:
+                    raise BrokerError(f"{what}: no answer within {self.timeout_s:.0f} s ({e})") from e
+                time.sleep(0.2)  # let the client reconnect or learn the new leader
 
     def close(self) -> None:
         self.client.close()
@@ -163,7 +179,7 @@ class _Log:
         from kafka.protocol.metadata import MetadataRequest
 
         cluster = self.client.cluster
-        node = next(iter(cluster.brokers())).node_id
+        node = self.client.least_loaded_node()  # any live broker, not always the first one listed
         request = MetadataRequest(
             topics=[MetadataRequest.MetadataRequestTopic(name=self.topic)], allow_auto_topic_creation=False
         )
@@ -176,8 +192,11 @@ class _Log:
             raise BrokerError(f"topic {self.topic!r} does not exist or has no partitions")
         return set(known)
 
-    def earliest(self, partition: int) -> int:
-        """The partition's log start offset (ListOffsets, earliest)."""
+    def log_start(self, partition: int) -> int:
+        """The partition's log start offset (ListOffsets, earliest), asked through connection failures."""
+        return self._ask(lambda: self._earliest(partition), f"the log start of {self.topic}-{partition}")
+
+    def _earliest(self, partition: int) -> int:
         from kafka.protocol.consumer import ListOffsetsRequest
         from kafka.structs import TopicPartition as KTopicPartition
 
@@ -200,58 +219,28 @@ class _Log:
         return int(answer.offset)
 
     def batches(
-        self, partition: int, start: int, with_records: bool, until: Callable[[RawBatch], bool] | None = None
+        self,
+        partition: int,
+        start: int,
+        with_records: bool,
+        until: Callable[[RawBatch], bool] | None = None,
+        at_least: int = 0,
     ) -> Iterator[RawBatch]:
         """The batches from ``start`` up to the high watermark, in order, each once; stops after ``until``.
 
+        The read does not end below ``at_least``: a high watermark under it (a leader just elected, or one
+        deposed without knowing it, answers a stale one) is asked again until the timeout.
+
         Raises:
             LogRangeGoneError: ``start`` is below the log's start.
+            BrokerError: no answer, or no high watermark up to ``at_least``, within the timeout.
         """
-        from kafka.protocol.consumer import FetchRequest
-        from kafka.structs import TopicPartition as KTopicPartition
-
-        tp = KTopicPartition(self.topic, partition)
         next_offset = start
         deadline = time.monotonic() + self.timeout_s
         while True:
-            leader = self.client.cluster.leader_for_partition(tp)
-            if leader is None or leader < 0:
-                if time.monotonic() > deadline:
-                    raise BrokerError(f"no leader for {self.topic}-{partition}")
-                time.sleep(0.2)  # a leader election in progress: its outcome is in the next metadata
-                self.refresh()
+            data = self._fetch(partition, next_offset, at_least, deadline)
+            if data is None:
                 continue
-            fetch_partition = FetchRequest.FetchTopic.FetchPartition(
-                partition=partition, fetch_offset=next_offset, partition_max_bytes=8 * 1024 * 1024
-            )
-            request = FetchRequest(
-                max_wait_ms=500,
-                min_bytes=1,
-                max_bytes=64 * 1024 * 1024,
-                isolation_level=0,
-                session_id=0,
-                session_epoch=-1,
-                topics=[FetchRequest.FetchTopic(topic=self.topic, partitions=[fetch_partition])],
-                forgotten_topics_data=[],
-                max_version=12,
-            )
-            response = self.client.send_and_receive(leader, request, timeout_ms=int(self.timeout_s * 1000))
-            data = response.responses[0].partitions[0]
-            if data.error_code == _OFFSET_OUT_OF_RANGE:
-                log_start = self.earliest(partition)  # an error's answer carries no log start
-                raise LogRangeGoneError(
-                    f"{self.topic}-{partition} no longer holds offset {next_offset} (its log starts at "
-                    f"{log_start})",
-                    log_start,
-                )
-            if data.error_code in _RETRIABLE_FETCH_ERRORS and time.monotonic() < deadline:
-                time.sleep(0.2)  # wait for the new leader to be known, then ask it
-                self.refresh()
-                continue
-            if data.error_code != 0:
-                raise BrokerError(
-                    f"fetch of {self.topic}-{partition} at {next_offset} failed: error {data.error_code}"
-                )
             if next_offset >= data.high_watermark:
                 return
             if not data.records and time.monotonic() < deadline:
@@ -273,7 +262,69 @@ class _Log:
                 if until is not None and until(batch):
                     return
             next_offset = new[-1].next_offset
+            if next_offset >= data.high_watermark:
+                return  # read to the end this answer gave: asking again would wait out max_wait_ms
             deadline = time.monotonic() + self.timeout_s
+
+    def _fetch(self, partition: int, offset: int, at_least: int, deadline: float) -> Any | None:
+        """One Fetch (read_uncommitted) at ``offset``: the partition's answer, or None to ask again.
+
+        Raises:
+            LogRangeGoneError: ``offset`` is below the log's start.
+            BrokerError: an error that asking again cannot mend, or none of the retries answered in time.
+        """
+        from kafka.protocol.consumer import FetchRequest
+        from kafka.structs import TopicPartition as KTopicPartition
+
+        where = f"{self.topic}-{partition}"
+        leader = self.client.cluster.leader_for_partition(KTopicPartition(self.topic, partition))
+        if leader is None or leader < 0:
+            self._wait(deadline, f"no leader for {where}")
+            return None
+        fetch_partition = FetchRequest.FetchTopic.FetchPartition(
+            partition=partition, fetch_offset=offset, partition_max_bytes=8 * 1024 * 1024
+        )
+        request = FetchRequest(
+            max_wait_ms=500,
+            min_bytes=1,
+            max_bytes=64 * 1024 * 1024,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=self.topic, partitions=[fetch_partition])],
+            forgotten_topics_data=[],
+            max_version=12,
+        )
+        try:
+            response = self.client.send_and_receive(leader, request, timeout_ms=int(self.timeout_s * 1000))
+        except Exception as e:  # noqa: BLE001 - the leader went away: find the new one, until the deadline
+            self._wait(deadline, f"fetch of {where} at {offset}: {e}")
+            return None
+        data = response.responses[0].partitions[0]
+        if data.error_code == _OFFSET_OUT_OF_RANGE:
+            log_start = self.log_start(partition)
+            raise LogRangeGoneError(
+                f"{where} no longer holds offset {offset} (its log starts at {log_start})", log_start
+            )
+        if data.error_code in _RETRIABLE_FETCH_ERRORS:
+            self._wait(deadline, f"fetch of {where} at {offset}: error {data.error_code}")
+            return None
+        if data.error_code != 0:
+            raise BrokerError(f"fetch of {where} at {offset} failed: error {data.error_code}")
+        if data.high_watermark < at_least:
+            self._wait(
+                deadline,
+                f"{where} answered a high watermark of {data.high_watermark}, below the {at_least} it had",
+            )
+            return None
+        return data
+
+    def _wait(self, deadline: float, why: str) -> None:
+        """Before asking again: wait a moment and learn the leaders anew; past ``deadline``, BrokerError."""
+        if time.monotonic() > deadline:
+            raise BrokerError(f"{why} (for {self.timeout_s:.0f} s)")
+        time.sleep(0.2)  # a leader election or a reconnect in progress: its outcome is in the next metadata
+        self._ask(self.refresh, f"metadata of {self.topic}")
 
 
 def read_raw_batches(
@@ -291,7 +342,7 @@ def read_raw_batches(
     log = _Log(conf, topic, timeout_s)
     try:
         wanted = sorted(log.partitions() if partitions is None else set(partitions))
-        return {p: list(log.batches(p, log.earliest(p), True)) for p in wanted}
+        return {p: list(log.batches(p, log.log_start(p), True)) for p in wanted}
     finally:
         log.close()
 
@@ -306,9 +357,17 @@ class Marker:
 
 
 def find_marker(
-    conf: Mapping[str, str], tp: TopicPartition, producer_id: int, start: int, timeout_s: float = 30.0
+    conf: Mapping[str, str],
+    tp: TopicPartition,
+    producer_id: int,
+    span: tuple[int, int],
+    timeout_s: float = 30.0,
 ) -> Marker | None:
-    """The first COMMIT or ABORT marker of ``producer_id`` at or after ``start``; None up to the end.
+    """The first COMMIT or ABORT marker of ``producer_id`` in ``span`` or after; None up to the end.
+
+    ``span`` is (start, at least): the search starts at ``start`` and does not take "none" for an answer
+    before it has read up to ``at least`` (an end offset known before the search, so that a leader with a
+    stale high watermark cannot cut it short).
 
     A producer's transactions end in order and each writes its marker into every partition it wrote to, so
     the first marker of ``producer_id`` after a point the transaction's records precede is that
@@ -319,10 +378,15 @@ def find_marker(
         LogRangeGoneError: the log no longer holds ``start`` (retention or DeleteRecords).
         BrokerError: the topic is gone, or the broker does not answer.
     """
+    start, at_least = span
     log = _Log(conf, tp.topic, timeout_s)
     try:
         for batch in log.batches(
-            tp.partition, start, False, lambda b: b.is_control and b.producer_id == producer_id
+            tp.partition,
+            start,
+            False,
+            lambda b: b.is_control and b.producer_id == producer_id,
+            at_least,
         ):
             if batch.is_control and batch.producer_id == producer_id and batch.base_offset >= start:
                 return Marker(batch.base_offset, batch.control_type == CONTROL_COMMIT, batch.producer_epoch)

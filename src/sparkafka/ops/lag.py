@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from sparkafka.client.metadata import AdminMetadata
 from sparkafka.errors import ConfigError
 from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS
+from sparkafka.source.alignment import AlignmentStatus, PartitionEventTime
+from sparkafka.source.commits import read_source_metrics
 from sparkafka.structs import TopicPartition
 
 __all__ = ["GroupLag", "PartitionLag", "compute_lag", "fetch_group_lag"]
@@ -29,6 +31,8 @@ class PartitionLag:
     log_end: int
     stable: int | None = None
     """The last stable offset: a read_committed reader waits here while a transaction is open."""
+    event_time: PartitionEventTime | None = None
+    """Event-time alignment at the source's last plan (``maxEventTimeDrift``), from its metrics file."""
 
     @property
     def lag(self) -> int | None:
@@ -47,6 +51,8 @@ class GroupLag:
 
     group_id: str
     partitions: tuple[PartitionLag, ...]
+    alignment: AlignmentStatus | None = None
+    """The source's event-time alignment, when it aligns and runs on this host (its metrics file)."""
 
     @property
     def total_lag(self) -> int:
@@ -64,13 +70,16 @@ def compute_lag(
     committed: Mapping[TopicPartition, int | None],
     log_ends: Mapping[TopicPartition, int],
     stable: Mapping[TopicPartition, int] | None = None,
+    alignment: AlignmentStatus | None = None,
 ) -> GroupLag:
-    """Join committed offsets with log ends; partitions without a commit count no lag (unknown)."""
+    """Join committed offsets with log ends (and the source's event-time alignment, when given);
+    partitions without a commit count no lag (unknown)."""
+    times = alignment.partitions if alignment is not None else {}
     rows = tuple(
-        PartitionLag(tp, committed.get(tp), end, (stable or {}).get(tp))
+        PartitionLag(tp, committed.get(tp), end, (stable or {}).get(tp), times.get(tp))
         for tp, end in sorted(log_ends.items())
     )
-    return GroupLag(group_id, rows)
+    return GroupLag(group_id, rows, alignment)
 
 
 def fetch_group_lag(
@@ -78,12 +87,14 @@ def fetch_group_lag(
     group_id: str,
     topic: str | None = None,
     timeout_s: float = DEFAULT_METADATA_TIMEOUT_MS / 1000,
+    metrics_file: str | None = None,
 ) -> GroupLag:
     """The lag of ``group_id`` on ``topic`` (or on every topic it has committed offsets for).
 
     Each lookup goes through the client layer (retried within ``timeout_s``). Two ends per partition: the
     log end (read uncommitted, what Kafka's tools show) and the last stable offset, where a read_committed
-    reader stops while a transaction is open.
+    reader stops while a transaction is open. A sparkafka source of the group that aligns by event time and
+    runs on this host adds its alignment from its metrics file (``metrics_file``: its option metricsFile).
     """
     plain = AdminMetadata({**conf, "isolation.level": "read_uncommitted"}, timeout_s)
     stable_view = AdminMetadata({**conf, "isolation.level": "read_committed"}, timeout_s)
@@ -98,4 +109,5 @@ def fetch_group_lag(
     wanted = list(committed) if tps is None else tps
     ends = plain.latest(wanted)
     stable = stable_view.latest(wanted)
-    return compute_lag(group_id, committed, ends, stable)
+    metrics = read_source_metrics(group_id, metrics_file)
+    return compute_lag(group_id, committed, ends, stable, metrics.event_time if metrics is not None else None)

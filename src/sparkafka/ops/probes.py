@@ -3,6 +3,10 @@
 Runs in the CLI's process (``doctor``) and in tests. Tests use these probes to skip, with the reason printed,
 what a non-conformant broker (such as the embedded tansu) cannot serve, so the same tests run in full
 against a real Apache Kafka. Each probe creates its own short-lived topic and deletes it again.
+
+A probe that could not finish (a request timed out, a connection broke, a record was not delivered in
+time) learnt nothing about the broker: its ``Capability`` says so (``conclusive`` False), and it is never
+read as a missing capability.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from sparkafka.client.core import (
     new_producer,
     with_retries,
 )
+from sparkafka.errors import BrokerError
 
-__all__ = ["IMPACT", "PROBES", "Capability", "probe_all", "probe_broker"]
+__all__ = ["IMPACT", "PROBES", "Capability", "could_not_tell", "probe_all", "probe_broker"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,9 @@ class Capability:
     ok: bool
     detail: str
     """What was observed; on failure, what goes wrong without it."""
+    conclusive: bool = True
+    """False when the probe could not finish (a timeout, a lost connection): ``ok`` is then False, but
+    nothing was learnt about the broker, so it is no finding of a missing capability."""
 
 
 _TIMEOUT_S = 30.0
@@ -56,6 +64,20 @@ def _new_topic(conf: Mapping[str, str], partitions: int = 1, config: Mapping[str
 
     with_retries(f"creating probe topic {name}", conf, create, _TIMEOUT_S)
     return name
+
+
+def _flush(producer: Any, what: str) -> None:
+    """Deliver what ``producer`` holds; a record still undelivered after ``_TIMEOUT_S`` is no finding."""
+    if producer.flush(_TIMEOUT_S) != 0:
+        raise TimeoutError(f"{what} not delivered within {_TIMEOUT_S:.0f} s")
+
+
+def could_not_tell(error: BaseException) -> bool:
+    """Whether ``error`` ended a probe before it learnt anything (a timeout, a broken connection, a leader
+    being elected: what a retry could cure), rather than being the broker's answer."""
+    if isinstance(error, BrokerError) and error.__cause__ is not None:  # with_retries' wording
+        return could_not_tell(error.__cause__)
+    return is_retriable(error)
 
 
 def _delete_topic(conf: Mapping[str, str], topic: str) -> None:
@@ -120,7 +142,9 @@ def probe_create_partitions(conf: Mapping[str, str]) -> Capability:
             retriable=lambda e: isinstance(e, _NotGrownYetError) or is_retriable(e),
         )
         return Capability("create_partitions", True, f"topic has {count} partitions after growing to 2")
-    except Exception as e:  # noqa: BLE001 - a failed probe is the finding: any error means the capability is missing
+    except Exception as e:  # the broker's refusal is the finding; a timeout is none (re-raised)
+        if could_not_tell(e):
+            raise
         return Capability("create_partitions", False, f"CreatePartitions failed: {e}")
     finally:
         _delete_topic(conf, topic)
@@ -133,7 +157,7 @@ def probe_list_offsets_latest(conf: Mapping[str, str]) -> Capability:
         producer = new_producer({**conf, "linger.ms": 200, "batch.num.messages": 100})
         for i in range(5):
             producer.produce(topic, str(i).encode(), partition=0)
-        producer.flush(30)
+        _flush(producer, "5 records")
         latest = _latest(conf, topic)
         ok = latest == 5
         return Capability("list_offsets_latest", ok, f"latest={latest} after 5 records in one batch (want 5)")
@@ -151,7 +175,7 @@ def probe_offsets_for_times(conf: Mapping[str, str]) -> Capability:
         producer = new_producer({**conf, "batch.num.messages": 1})
         for i, ts in enumerate((1_000_000, 2_000_000, 3_000_000)):
             producer.produce(topic, str(i).encode(), partition=0, timestamp=ts)
-            producer.flush(30)
+            _flush(producer, f"record {i}")
         futures = _admin(conf).list_offsets({TopicPartition(topic, 0): OffsetSpec.for_timestamp(2_500_000)})
         offset = int(next(iter(futures.values())).result(30).offset)
         ok = offset == 2
@@ -170,11 +194,11 @@ def probe_read_committed(conf: Mapping[str, str]) -> Capability:
         producer.init_transactions(30)
         producer.begin_transaction()
         producer.produce(topic, b"aborted", partition=0)
-        producer.flush(30)
+        _flush(producer, "the record to abort")  # in the log, so the abort has something to hide
         producer.abort_transaction(30)
         plain = new_producer(dict(conf))
         plain.produce(topic, b"visible", partition=0)
-        plain.flush(30)
+        _flush(plain, "the record after the aborted one")
         consumer = new_consumer(
             {
                 **conf,
@@ -191,7 +215,9 @@ def probe_read_committed(conf: Mapping[str, str]) -> Capability:
             if msg is not None and msg.error() is None:
                 seen.append(msg.value() or b"")
         consumer.close()
-        ok = b"aborted" not in seen and b"visible" in seen
+        if b"visible" not in seen:  # the consumer did not get as far as the records: no finding
+            raise TimeoutError(f"a read_committed consumer read {seen} in 10 s, not the visible record")
+        ok = b"aborted" not in seen
         return Capability("read_committed", ok, f"read_committed consumer saw {seen}")
     finally:
         _delete_topic(conf, topic)
@@ -241,7 +267,7 @@ def probe_transaction_timeout(conf: Mapping[str, str], wait_s: float = 20.0) -> 
         producer.init_transactions(30)
         producer.begin_transaction()
         producer.produce(topic, b"left open", partition=0)
-        producer.flush(30)
+        _flush(producer, "the record left open")
         del producer  # left open on purpose: only the broker's timeout can end it
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
@@ -283,7 +309,7 @@ def probe_message_size_limit(conf: Mapping[str, str]) -> Capability:
         errors: list[Any] = []
         producer = new_producer({**conf, "linger.ms": 0})
         producer.produce(name, b"x" * 8192, on_delivery=lambda e, _m: errors.append(e))
-        producer.flush(30)
+        _flush(producer, "the 8 KiB record")  # delivered or refused: either is an answer
         error = errors[0] if errors else None
         if error is not None and "TOO_LARGE" in error.name():
             return Capability("message_size_limit", True, f"8 KiB record rejected: {error.name()}")
@@ -319,10 +345,13 @@ IMPACT: dict[str, str] = {
 
 
 def probe_broker(conf: Mapping[str, str], name: str) -> Capability:
-    """Run one probe by name; an unexpected error counts as a missing capability, with the error."""
+    """Run one probe by name. An error that is the broker's answer counts as a missing capability; one
+    that ended the probe before it learnt anything (``could_not_tell``) makes it inconclusive."""
     try:
         return PROBES[name](conf)
-    except Exception as e:  # noqa: BLE001 - an unexpected error counts as a missing capability, reported with it
+    except Exception as e:  # noqa: BLE001 - every error is reported, as a finding or as none
+        if could_not_tell(e):
+            return Capability(name, False, f"could not tell: {type(e).__name__}: {e}", conclusive=False)
         return Capability(name, False, f"probe failed: {type(e).__name__}: {e}")
 
 

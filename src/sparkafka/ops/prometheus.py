@@ -4,7 +4,8 @@ Runs on the driver, in the process that owns the SparkSession: ``sparkafka run -
 batch's progress to an ``Exporter`` from its own progress loop; a script calls ``serve(spark, port)``,
 which does the same from a StreamingQueryListener. Spark's progress gives rows, durations and the source's
 offsets; the sink's counters come from the files its commit runner writes (``metrics_files``), and the
-group's commit counters from the source's metrics file, when the exporter knows the group.
+group's commit counters and event-time alignment (per partition its event time and state) from the
+source's metrics file, when the exporter knows the group.
 
 Names follow Prometheus conventions: ``sparkafka_`` prefix, ``_total`` counters, seconds, a ``query``
 label (the query's name, else its id).
@@ -23,6 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from sparkafka.errors import ConfigError
 from sparkafka.metrics_files import query_sink_path, read_json
 from sparkafka.ops.query_progress import MALFORMED_METRIC, behind_by_partition, offsets_of, ran_batch
+from sparkafka.source.alignment import ALIGNMENT_STATES, AlignmentStatus
 
 __all__ = ["Exporter", "MetricsServer", "serve", "start_server"]
 
@@ -161,6 +163,26 @@ class Exporter:
             [*q, "group", "topic", "partition"],
             registry=r,
         )
+        self.event_time = Gauge(
+            "sparkafka_partition_event_time_seconds",
+            "Event-time alignment (maxEventTimeDrift): the timestamp of the partition's next record, or of "
+            "its newest when it has nothing to read, at the last plan.",
+            [*q, "group", "topic", "partition"],
+            registry=r,
+        )
+        self.alignment = Gauge(
+            "sparkafka_partition_alignment",
+            "Event-time alignment: 1 for the partition's state at the last plan (active, held: waits for the "
+            "slowest, idle, finished, empty), 0 for the others.",
+            [*q, "group", "topic", "partition", "state"],
+            registry=r,
+        )
+        self.held = Gauge(
+            "sparkafka_partitions_held",
+            "Event-time alignment: partitions held back at the last plan, waiting for the slowest.",
+            [*q, "group"],
+            registry=r,
+        )
 
     def begin(self, query_id: str, name: str | None = None) -> None:
         """A query starts: what its counters files hold now (earlier runs) is not this run's.
@@ -221,6 +243,18 @@ class Exporter:
         seen.commits = now
         for tp, offset in metrics.committed.items():
             self.committed.labels(query, group, tp.topic, str(tp.partition)).set(offset)
+        status = getattr(metrics, "event_time", None)
+        if status is not None:
+            self._observe_alignment(query, group, status)
+
+    def _observe_alignment(self, query: str, group: str, status: AlignmentStatus) -> None:
+        self.held.labels(query, group).set(len(status.held))
+        for tp, p in status.partitions.items():
+            labels = (query, group, tp.topic, str(tp.partition))
+            if p.event_time_ms is not None:
+                self.event_time.labels(*labels).set(p.event_time_ms / 1000)
+            for state in ALIGNMENT_STATES:
+                self.alignment.labels(*labels, state).set(1 if state == p.state else 0)
 
 
 @dataclass

@@ -8,9 +8,10 @@ within the broker's ``transaction.max.timeout.ms`` is refused on every replay. M
 is kept under ``replanned/``) makes Spark plan the batch again, from the end of the batch before it, with
 the source's current options.
 
-Safe only when nothing of the batch reached the output: the sink's intent log must show it not committed
-(no record of it, or ``abandoned``); a batch with anything visible or pending is refused, and so is a
-stateful query (its state store may hold the batch's updates).
+Safe only when nothing of the batch reached the output and the query is stopped: the sink's intent log must
+know the query (so the prefix is the right one) and show the batch not committed (no record of it, or
+``abandoned``); a batch with anything visible or pending is refused, and so is a stateful query (its state
+store may hold the batch's updates). The commit log is checked again just before the entry is moved.
 """
 
 from __future__ import annotations
@@ -65,7 +66,12 @@ def plan_replan(checkpoint: str | Path, state: LogState, prefix: str) -> ReplanP
     if query_id is None:
         return refuse(f"{root}/metadata does not name the query")
     record = state.latest.get(query_id)
-    if record is not None and record.batch_id >= batch and record.state != "abandoned":
+    if record is None:
+        return refuse(
+            f"prefix {prefix!r} has no record of query {query_id}, so it cannot show that nothing of the "
+            "batch was written (check --prefix: the query's sink's transactionalIdPrefix)"
+        )
+    if record.batch_id >= batch and record.state != "abandoned":
         shown = {"intent": "pending", "done": "committed", "partial": "partly committed"}[record.state]
         return refuse(
             f"prefix {prefix!r} shows batch {record.batch_id} of query {query_id} {shown}: its rows are (or "
@@ -73,7 +79,7 @@ def plan_replan(checkpoint: str | Path, state: LogState, prefix: str) -> ReplanP
         )
     why = (
         "nothing of it is visible (refused as too old to commit)"
-        if record is not None and record.batch_id == batch and record.too_old
+        if record.batch_id == batch and record.too_old
         else f"prefix {prefix!r} shows nothing of it committed"
     )
     return ReplanPlan(
@@ -98,6 +104,10 @@ def replan(
     if plan.refusal is not None or not execute:
         return plan
     assert plan.batch is not None
+    if (plan.checkpoint / "commits" / str(plan.batch)).exists():  # the query committed it meanwhile
+        return ReplanPlan(
+            plan.checkpoint, plan.batch, "", f"batch {plan.batch} was committed meanwhile: nothing to do"
+        )
     offsets = plan.checkpoint / "offsets"
     kept = plan.checkpoint / "replanned"
     kept.mkdir(exist_ok=True)

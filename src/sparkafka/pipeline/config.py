@@ -26,6 +26,8 @@
     watermark = { column = "event_time", delay = "30 seconds" }   # optional, for windowed aggregations;
                                          # expression = "timestamp_millis(ts)" makes column from a field
                                          # (an epoch-ms number, a string) first
+    max_event_time_drift = "30 seconds"  # optional: event-time alignment of partitions (the source's
+    partition_idle_timeout = "1 minute"  # options maxEventTimeDrift and partitionIdleTimeout)
     on_malformed = "flag"                # json values that do not parse: flag (the column _malformed for
                                          # the SQL) | skip | fail (the batch fails, naming the record) |
                                          # dead_letter (raw record to dead_letter_topic, same transaction)
@@ -71,6 +73,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 from sparkafka.errors import ConfigError
+from sparkafka.metrics_files import default_metrics_path
 from sparkafka.options import L
 from sparkafka.pipeline.schema_types import unknown_type
 from sparkafka.registry.client import (
@@ -125,6 +128,8 @@ _SECTIONS = {
         "on_malformed",
         "dead_letter_topic",
         "key_decode",
+        "max_event_time_drift",
+        "partition_idle_timeout",
         *_SCHEMA_CHOICE,
         *(f"key_{k}" for k in _SCHEMA_CHOICE),
     },
@@ -235,6 +240,21 @@ class PipelineConfig:
     def query_name(self) -> str:
         """The streaming query's name (Spark's query names take no dashes); metrics are labelled by it."""
         return self.name.replace("-", "_")
+
+    def alignment_warning(self) -> str | None:
+        """A watermark delay below ``maxEventTimeDrift``: a catch-up may drop records as late."""
+        from sparkafka.source.options import duration_ms
+
+        drift = self.source.max_event_time_drift_ms
+        if drift is None or self.watermark is None:
+            return None
+        delay = duration_ms(self.watermark[1])
+        if delay is None or delay >= drift:
+            return None
+        return (
+            f"source.watermark delay {self.watermark[1]!r} is shorter than the source's maxEventTimeDrift "
+            f"({drift} ms): a catch-up may drop records as late; make the delay at least the drift"
+        )
 
     def timeout_warning(self, margin_ms: int = 60_000) -> str | None:
         """Flink's start-up check: exactly-once transactions must outlive a trigger interval plus recovery."""
@@ -379,7 +399,8 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
     spark = _Fields(file, "spark", data.get("spark", {}), _SECTIONS["spark"])
     transform = _Fields(file, "transform", data.get("transform", {}), _SECTIONS["transform"])
     metrics = _Fields(file, "metrics", data.get("metrics", {}), _SECTIONS["metrics"])
-    source = _source(_Fields(file, "source", data["source"], _SECTIONS["source"]))
+    name = top.text("name", file.stem) or file.stem
+    source = _source(_Fields(file, "source", data["source"], _SECTIONS["source"]), name)
     sink = _sink(_Fields(file, "sink", data["sink"], _SECTIONS["sink"]))
     registry = _registry(top, data)
     uses_registry = [
@@ -399,7 +420,7 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
         checkpoint = str(file.parent / checkpoint)
     return PipelineConfig(
         path=file,
-        name=top.text("name", file.stem) or file.stem,
+        name=name,
         checkpoint=checkpoint,
         trigger=trigger,
         output_mode=top.choice("output_mode", OUTPUT_MODES, "append"),
@@ -415,7 +436,7 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
     )
 
 
-def _source(source: _Fields) -> dict[str, Any]:
+def _source(source: _Fields, name: str) -> dict[str, Any]:
     """The ``[source]`` table's fields of PipelineConfig (its options parsed by the source's parser)."""
     from sparkafka.source.options import parse_source_options
 
@@ -452,7 +473,7 @@ def _source(source: _Fields) -> dict[str, Any]:
         w = _Fields(source.path, "source.watermark", source.data["watermark"], fields)
         watermark = (w.text("column", required=True) or "", w.text("delay", required=True) or "")
         watermark_expression = w.text("expression")
-    options = source.options("options")
+    options = _alignment_options(source, source.options("options"), name)
     parsed = source.parsed("source.options", options, parse_source_options)
     return {
         "decode": decode,
@@ -467,6 +488,29 @@ def _source(source: _Fields) -> dict[str, Any]:
         "value_schema": _schema_choice(source, "", decode, parsed),
         "key_schema": _schema_choice(source, "key_", key_decode, parsed),
     }
+
+
+def _alignment_options(source: _Fields, options: dict[str, str], name: str) -> dict[str, str]:
+    """``max_event_time_drift`` and ``partition_idle_timeout`` as the source's options of those names.
+
+    With alignment and neither ``kafka.group.id`` nor ``metricsFile``, the source gets a metrics file of
+    the pipeline's own, so that the runner can show what alignment holds back.
+    """
+    given = {k.lower() for k in options}
+    for key, option in (
+        ("max_event_time_drift", "maxEventTimeDrift"),
+        ("partition_idle_timeout", "partitionIdleTimeout"),
+    ):
+        value = source.text(key)
+        if value is None:
+            continue
+        if option.lower() in given:
+            raise source.error(f"source.{key}", f"and source.options.{option} are one setting: give it once")
+        options[option] = value
+    aligned = "maxeventtimedrift" in {k.lower() for k in options}
+    if aligned and not given & {"kafka.group.id", "metricsfile"}:
+        options["metricsFile"] = str(default_metrics_path("source", f"pipeline-{name}"))
+    return options
 
 
 def _sink(sink: _Fields) -> dict[str, Any]:

@@ -14,9 +14,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sparkafka.ops.query_progress import MALFORMED_METRIC, behind_latest
+from sparkafka.source.alignment import AlignmentStatus
 
 __all__ = [
     "BatchLine",
+    "alignment_line",
     "batch_line",
     "plain_line",
     "plain_summary",
@@ -89,6 +91,14 @@ def batch_line(
         out_per_s=out_per_s,
         malformed=_observed_count(progress, MALFORMED_METRIC),
     )
+
+
+def alignment_line(shown: AlignmentStatus | None, now: AlignmentStatus | None) -> str | None:
+    """The runner's line when what event-time alignment holds back changes (``AlignmentStatus.hold``);
+    None when nothing changed since ``shown``, the status last seen."""
+    if now is None or (shown.hold if shown is not None else ()) == now.hold:
+        return None
+    return now.describe_hold() or "event-time alignment holds no partition back any more"
 
 
 def _observed_count(progress: Mapping[str, Any], name: str) -> int | None:

@@ -23,6 +23,7 @@ from sparkafka.pipeline.config import PipelineConfig
 from sparkafka.pipeline.plan import build_query, first_line
 from sparkafka.pipeline.progress import (
     BatchLine,
+    alignment_line,
     batch_line,
     plain_line,
     plain_summary,
@@ -32,6 +33,7 @@ from sparkafka.pipeline.progress import (
 
 if TYPE_CHECKING:
     from sparkafka.ops.prometheus import Exporter
+    from sparkafka.source.alignment import AlignmentStatus
 
 __all__ = [
     "SUBMITTED_LOG_LEVEL",
@@ -109,9 +111,9 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
 
     screen = _Screen(out, cfg.name, log_json)
     stop = threading.Event()
-    warning = cfg.timeout_warning()
-    if warning:
-        screen.say(f"warning: {warning}", "yellow")
+    for warning in (cfg.timeout_warning(), cfg.alignment_warning()):
+        if warning:
+            screen.say(f"warning: {warning}", "yellow")
     try:
         exporter, server = _start_metrics(cfg, screen)  # before Spark starts: a port in use fails at once
     except ConfigError as e:
@@ -129,13 +131,16 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
     failure: str | None = None
     code = 0
     commits = _group_commits(cfg)  # before the query starts: the file then holds only earlier runs' counts
+    alignment = _alignment_status(cfg)  # the same: only what this run's source writes counts
     try:
         query = build_query(spark, cfg)
         if exporter is not None:
             exporter.begin(query.id, cfg.query_name)
         screen.say(f"pipeline {cfg.name} started; checkpoint {cfg.checkpoint}; Ctrl-C stops after the batch")
         with screen.live():
-            _watch(query, cfg, screen, exporter, stop=stop, poll_s=poll_s, commits=commits)
+            _watch(
+                query, cfg, screen, exporter, stop=stop, poll_s=poll_s, commits=commits, alignment=alignment
+            )
         if query.exception() is not None:
             failure, code = f"query failed: {first_line(str(query.exception()))}", 1
     except (ConfigError, RegistryError) as e:  # the plan is wrong (SQL, schema, columns, registry)
@@ -204,6 +209,22 @@ def _group_commits(cfg: PipelineConfig) -> GroupCommitsSinceStart | None:
     return GroupCommitsSinceStart(lambda: read_source_metrics(group)) if group else None
 
 
+def _alignment_status(cfg: PipelineConfig) -> Callable[[], AlignmentStatus | None] | None:
+    """The source's event-time alignment as its metrics file says it, written since now; None without it."""
+    from sparkafka.source.commits import read_source_metrics
+
+    if cfg.source.max_event_time_drift_ms is None:
+        return None
+    since_ms = int(time.time() * 1000)
+    group, metrics_file = cfg.source.group_id or "", cfg.source.metrics_file
+
+    def read() -> AlignmentStatus | None:
+        metrics = read_source_metrics(group, metrics_file)
+        return metrics.event_time if metrics is not None and metrics.updated_ms >= since_ms else None
+
+    return read
+
+
 def _watch(
     query: Any,
     cfg: PipelineConfig,
@@ -213,10 +234,14 @@ def _watch(
     stop: Any,
     poll_s: float,
     commits: GroupCommitsSinceStart | None = None,
+    alignment: Callable[[], AlignmentStatus | None] | None = None,
 ) -> None:
     """Poll the query's progress until it ends or ``stop`` is set (then stop it between batches).
 
     ``commits``: the group's commit counters, started before the query (default: started now).
+    ``alignment``: the source's event-time alignment (``_alignment_status``; default: from now on). A
+    line is shown whenever what it holds back changes, between batches too: while it holds every
+    partition, no batch runs.
     """
     from sparkafka.metrics_files import read_sink_metrics
 
@@ -225,6 +250,9 @@ def _watch(
     if commits is None:
         commits = _group_commits(cfg)
     fresh = Fresh([], [], -1, "")
+    if alignment is None:
+        alignment = _alignment_status(cfg)
+    shown: AlignmentStatus | None = None
     while query.isActive and not stop.is_set():
         try:
             query.awaitTermination(poll_s)
@@ -242,6 +270,11 @@ def _watch(
                     screen.last,
                 )
             )
+        now = alignment() if alignment is not None else None
+        line = alignment_line(shown, now)
+        if line is not None:
+            screen.say(line)
+        shown = now or shown
         screen.status("running")
     if stop.is_set() and query.isActive:
         screen.status("stopping")

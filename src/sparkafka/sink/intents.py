@@ -44,6 +44,7 @@ from sparkafka.sink.txn_control import TxnHandle
 from sparkafka.structs import INTERNAL_TOPIC_PREFIX, TopicPartition
 
 __all__ = [
+    "WITNESS_PREFIX",
     "BatchState",
     "IntentLog",
     "IntentRecord",
@@ -51,6 +52,7 @@ __all__ = [
     "LogState",
     "fold",
     "intent_topic",
+    "witness_key",
 ]
 
 
@@ -73,6 +75,20 @@ Past it the log is folded again from its start: compaction removes a tombstone `
 """
 
 CLAIM_KEY = "#claim"
+
+WITNESS_PREFIX = b"#witness/"
+"""Keys of the records tasks write inside their transactions (``witness_key``); folding skips them."""
+
+
+def witness_key(query_id: str, task: int) -> bytes:
+    """The key of the witness record task ``task`` of ``query_id`` writes into its transaction.
+
+    Its COMMIT or ABORT marker in this log is the evidence ``sparkafka.sink.outcomes`` reads when the broker
+    cannot say what became of the transaction. One key per query and task: the record stays the newest of
+    its key until a later batch of the query commits, which happens only once this one is settled, so
+    compaction never removes it (nor its marker) while it may be needed.
+    """
+    return f"#witness/{query_id}/{task}".encode()
 
 
 def intent_topic(prefix: str) -> str:
@@ -188,6 +204,8 @@ def fold(
     """
     state = LogState() if state is None else state
     for key, record in records:
+        if key is not None and key.startswith(WITNESS_PREFIX):
+            continue
         if record is None:
             if key is not None:
                 state.latest.pop(key.decode(), None)
@@ -411,10 +429,11 @@ class IntentLog:
                         raise KafkaException(msg.error())
                     if msg.offset() >= end:
                         continue
-                    value = msg.value()
-                    records.append((msg.key(), IntentRecord.from_json(value) if value else None))
+                    key, value = msg.key(), msg.value()
+                    if key is None or not key.startswith(WITNESS_PREFIX):  # tasks' witnesses: not states
+                        records.append((key, IntentRecord.from_json(value) if value else None))
                     position = max(position, msg.offset() + 1)
-                if not msgs:  # offsets without a record to show (none expected: no transactions here)
+                if position < end:  # offsets with no record to show: the markers of tasks' transactions
                     (now,) = consumer.position([CTopicPartition(self.topic, 0)])
                     position = max(position, now.offset)
         finally:
@@ -432,9 +451,12 @@ class IntentLog:
         """
         self._produce(record.key(), record.to_json(), f"{record.state} of batch {record.batch_id}")
 
-    def forget(self, query_id: str) -> None:
-        """Delete a finished batch write's key (a tombstone; compaction drops both)."""
+    def forget(self, query_id: str, tasks: Iterable[int] = ()) -> None:
+        """Delete a finished batch write's key and its tasks' witness keys (tombstones; compaction drops
+        each with what it deletes)."""
         self._produce(query_id.encode(), None, f"the tombstone of {query_id}")
+        for task in tasks:
+            self._produce(witness_key(query_id, task), None, f"the tombstone of {query_id}'s task {task}")
 
     def _produce(self, key: bytes, value: bytes | None, what: str) -> None:
         if self._create:

@@ -10,11 +10,15 @@ when an EndTxn answer is not sure of the outcome (``txn_control.classify``):
 - INVALID_PRODUCER_ID_MAPPING: the coordinator forgot the id (``transactional.id.expiration.ms``, 7 days by
   default, passed with the batch pending).
 
-The proof is in the output. Every transaction ends with a COMMIT or ABORT marker carrying its producer id
-and epoch in each partition it wrote to. A handle's probe names one such partition and an offset its
-marker cannot precede: the partition's end as the driver saw it just before writing the commit intent,
-since no transaction is committed before its intent. A producer's transactions end in order, so the first
-marker of the producer id at or after that offset is this transaction's, or a later one's:
+The proof is in the log. Every transaction ends with a COMMIT or ABORT marker carrying its producer id
+and epoch in each partition it wrote to, and each task's transaction also writes one witness record (key
+``#witness/<query>/<task>``, ``intents.witness_key``) into the prefix's intent log: a compacted topic with
+no time retention, in which that record stays the newest of its key until the batch is settled, so its
+marker is never cleaned away, whatever the output's retention. A handle's probe names that partition and
+an offset its marker cannot precede: the partition's end as the driver saw it just before writing the
+commit intent, since no transaction is committed before its intent. A producer's transactions end in
+order, so the first marker of the producer id at or after that offset is this transaction's, or a later
+one's:
 
 ============================================  ==========================================================
 first marker of the producer id from there    outcome
@@ -25,14 +29,15 @@ any other marker                              aborted (a later transaction's mar
 none up to the partition's end                aborted: an epoch bump or an expiry comes only after the
                                               coordinator has written all of a transaction's markers,
                                               with acks=all, so a COMMIT would be there
-none, and the evidence may be gone            unknown: the log no longer holds the offset (retention,
-                                              DeleteRecords), the topic is gone, or it is compacted and
-                                              the intent is older than its ``delete.retention.ms``
-                                              (compaction drops markers once their data is gone)
+COMMIT with the epoch above its own           unknown: impossible under transaction version 1 (a fence
+                                              aborts at epoch + 1); version 2 bumps the epoch at the end
+none, and the evidence is gone                unknown: the log no longer holds the offset (records of
+                                              the intent topic deleted by hand)
 ============================================  ==========================================================
 
 An unknown outcome leaves the batch pending and stops every writer on the prefix with one sentence naming
-``sparkafka txn resolve`` (the operator says whether the rows are in the output).
+``sparkafka txn resolve`` (the operator says whether the rows are in the output); a search that could not
+be made now (a broker down) leaves it pending for the next writer to try again.
 """
 
 from __future__ import annotations
@@ -52,8 +57,6 @@ __all__ = ["DataEvidence", "Finding", "KafkaEvidence", "judge"]
 
 log = logging.getLogger(__name__)
 
-_DAY_MS = 86_400_000
-
 
 @dataclass(frozen=True)
 class Finding:
@@ -61,18 +64,17 @@ class Finding:
 
     outcome: TxnOutcome | None
     why: str
+    retry: bool = False
+    """Unknown only because the data could not be read now (a broker down): asking later may tell."""
 
 
-def judge(
-    handle: TxnHandle, marker: Marker | None, gone: str | None = None, markers_may_be_cleaned: bool = False
-) -> Finding:
+def judge(handle: TxnHandle, marker: Marker | None, gone: str | None = None) -> Finding:
     """The decision table of the module docstring, for ``handle``'s probe; pure.
 
     Args:
         handle: the transaction; its probe names the partition and offset that were searched.
         marker: the first marker of its producer id found at or after the probe's offset, or None.
-        gone: why the search could not be made (the offset or the topic no longer exists), or None.
-        markers_may_be_cleaned: the topic is compacted and the intent older than its delete.retention.ms.
+        gone: why the search could not be made (the log no longer holds the offset), or None.
     """
     probe = handle.probe
     assert probe is not None
@@ -80,6 +82,14 @@ def judge(
     if marker is not None:
         if marker.commit and marker.epoch == handle.epoch:
             return Finding("committed", f"{where} holds its COMMIT marker at offset {marker.offset}")
+        if marker.commit and marker.epoch == handle.epoch + 1:
+            # Impossible under transaction version 1 (a fence takes epoch + 1 and aborts): the broker ran
+            # the transaction as version 2, which bumps the epoch at every end. This rule cannot read that.
+            return Finding(
+                None,
+                f"the first marker of producer id {handle.producer_id} in {where} is a COMMIT of epoch "
+                f"{marker.epoch}, one above its own (transaction version 2?)",
+            )
         kind = "a COMMIT" if marker.commit else "an ABORT"
         return Finding(
             "aborted",
@@ -88,12 +98,6 @@ def judge(
         )
     if gone is not None:
         return Finding(None, gone)
-    if markers_may_be_cleaned:
-        return Finding(
-            None,
-            f"{where} has no marker of it from offset {probe.offset}, but it is compacted and the intent "
-            "is older than its delete.retention.ms, so a COMMIT marker may have been cleaned away",
-        )
     return Finding(
         "aborted", f"{where} has no marker of producer id {handle.producer_id} from offset {probe.offset}"
     )
@@ -131,20 +135,22 @@ class KafkaEvidence:
         )
 
     def find(self, handle: TxnHandle, intent_at_ms: int, now_ms: int) -> Finding:
-        """Search the probe partition for the producer id's first marker (see ``judge``)."""
+        """Search the probe partition for the producer id's first marker (see ``judge``).
+
+        The search reads at least up to the partition's end as ListOffsets answers it now, after the
+        EndTxn answer: a leader with a stale high watermark cannot end it before the marker.
+        """
         probe = handle.probe
         assert probe is not None
         tp = TopicPartition(probe.topic, probe.partition)
         try:
-            marker = find_marker(self._conf, tp, handle.producer_id, probe.offset, self._timeout_s)
+            end = AdminMetadata(self._conf, self._timeout_s).latest([tp])[tp]
+            marker = find_marker(self._conf, tp, handle.producer_id, (probe.offset, end), self._timeout_s)
         except LogRangeGoneError as e:
             return judge(handle, None, gone=f"{e}, where its marker would be")
         except BrokerError as e:
-            return judge(handle, None, gone=f"its marker could not be looked for in {tp} ({e})")
-        cleaned = False
-        if marker is None:
-            cleaned = self._markers_may_be_cleaned(probe.topic, now_ms - intent_at_ms)
-        finding = judge(handle, marker, markers_may_be_cleaned=cleaned)
+            return Finding(None, f"its marker could not be looked for in {tp}: {e}", retry=True)
+        finding = judge(handle, marker)
         log.warning(
             "transaction %s (producer id %d, epoch %d): %s (%s)",
             handle.transactional_id,
@@ -154,11 +160,3 @@ class KafkaEvidence:
             finding.why,
         )
         return finding
-
-    def _markers_may_be_cleaned(self, topic: str, age_ms: int) -> bool:
-        config = AdminMetadata(self._conf, self._timeout_s).topic_config(topic)
-        policy = str(getattr(config.get("cleanup.policy"), "value", "delete"))
-        if "compact" not in policy:
-            return False
-        retention = getattr(config.get("delete.retention.ms"), "value", None)
-        return age_ms >= int(retention) if retention is not None else age_ms >= _DAY_MS

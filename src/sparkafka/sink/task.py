@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from sparkafka.client.core import cached, new_producer, with_retries
 from sparkafka.errors import BrokerError
 from sparkafka.sink.identity import open_transactional_producer
+from sparkafka.sink.intents import intent_topic, witness_key
 from sparkafka.sink.options import InputColumns, SinkOptions
 from sparkafka.sink.routing import Router
 from sparkafka.sink.txn_control import MarkerProbe, TxnHandle
@@ -146,7 +147,7 @@ def _sizes(values: pa.Array) -> Any:
 
 
 class _Output:
-    """One task's producing: where rows go, how many went, and the partition its first record went to."""
+    """One task's producing: where its rows go, and how many went."""
 
     def __init__(self, producer: Any, options: SinkOptions, columns: InputColumns, task: int) -> None:
         self.producer = producer
@@ -154,8 +155,6 @@ class _Output:
         self.columns = columns
         self.router = Router(options.partitioner, task, _counts(producer, options))
         self.records = 0
-        self.first: MarkerProbe | None = None
-        """A partition the task wrote to: its transaction's marker is looked for there if need be."""
 
     def produce_all(self, batches: Iterator[pa.RecordBatch]) -> int:
         """Produce every batch's rows; the number of records produced."""
@@ -170,11 +169,6 @@ class _Output:
                 where = self.options.topic or "the topic column"
                 raise BrokerError(f"producing to {where} failed: {error}{hint}") from e
         return self.records
-
-    def _added(self, records: int, topic: str, partition: int) -> None:
-        self.records += records
-        if self.first is None:
-            self.first = MarkerProbe(topic, int(partition))
 
     def _produce_rows(self, batch: pa.RecordBatch) -> None:
         n = batch.num_rows
@@ -198,7 +192,7 @@ class _Output:
                 rows = zip(parts, keys, _sizes(col["value"]), strict=True)
                 parts = [p if p is not None else router.partition(topic, k, s) for p, k, s in rows]
             _produce_simple(producer, topic, values, keys, parts)
-            self._added(n, topic, parts[0])
+            self.records += n
             return
         topics = col["topic"].to_pylist() if columns.topic else [options.topic] * n
         for i in range(n):
@@ -216,17 +210,24 @@ class _Output:
             if headers is not None and headers[i]:
                 kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
             _produce(producer, topic, value, **kwargs)
-            if i == 0:
-                self._added(0, topic, partition)
             if i % 10_000 == 9_999:
                 producer.poll(0)
         self.records += n
 
 
 def write_task(
-    options: SinkOptions, columns: InputColumns, batches: Iterator[pa.RecordBatch], task: int
+    options: SinkOptions,
+    columns: InputColumns,
+    batches: Iterator[pa.RecordBatch],
+    task: int,
+    query_id: str = "",
 ) -> TaskResult:
-    """Write one task's rows; see the module docstring for what each delivery guarantee does."""
+    """Write one task's rows; see the module docstring for what each delivery guarantee does.
+
+    Under exactly_once the transaction also carries one witness record into the prefix's intent log
+    (``intents.witness_key``): its marker there is what the driver reads when the broker cannot say what
+    became of the transaction (``sparkafka.sink.outcomes``).
+    """
     if options.delivery != "exactly_once":
         producer, delivery = _plain_producer(options.kafka)
         count = _Output(producer, options, columns, task).produce_all(batches)
@@ -236,6 +237,7 @@ def write_task(
 
     assert options.transactional_id_prefix is not None
     tid = transactional_id(options.transactional_id_prefix, task)
+    witness = MarkerProbe(intent_topic(options.transactional_id_prefix), 0)
     delivery = _Delivery()
     result = TaskResult(task, 0)
     producer, pid, epoch = open_transactional_producer(
@@ -243,8 +245,9 @@ def write_task(
     )
     try:
         producer.begin_transaction()
-        output = _Output(producer, options, columns, task)
-        result.records = output.produce_all(batches)
+        result.records = _Output(producer, options, columns, task).produce_all(batches)
+        if result.records:
+            _produce(producer, witness.topic, b"{}", key=witness_key(query_id, task), partition=0)
         _flush(producer, delivery)
     except BaseException:
         # Closed here, not left to the traceback: a producer kept alive finishes its abort in the background
@@ -265,7 +268,7 @@ def write_task(
         producer.abort_transaction(30)  # nothing to commit; leave no open transaction behind
         producer.close()
         return result
-    result.handle = TxnHandle(tid, pid, epoch, result.records, task, output.first)
+    result.handle = TxnHandle(tid, pid, epoch, result.records, task, witness)
     # Released without close(): the flushed transaction stays open for the driver's commit.
     del producer
     return result

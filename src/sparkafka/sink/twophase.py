@@ -44,7 +44,7 @@ from sparkafka.errors import BrokerError, ConfigError, TransactionError
 from sparkafka.metrics_files import add_counts, default_metrics_path, query_sink_path
 from sparkafka.sink.faults import fault_point
 from sparkafka.sink.identity import open_transactional_producer
-from sparkafka.sink.intents import IntentLog, IntentRecord, IntentWriteError, LogState
+from sparkafka.sink.intents import BatchState, IntentLog, IntentRecord, IntentWriteError, LogState
 from sparkafka.sink.options import SinkOptions
 from sparkafka.sink.outcomes import DataEvidence, Finding, KafkaEvidence
 from sparkafka.sink.task import TaskResult, transactional_id
@@ -77,8 +77,8 @@ class IntentStore(Protocol):
         """Write ``record`` durably before returning; ``IntentWriteError`` if it may not be written."""
         ...
 
-    def forget(self, query_id: str) -> None:
-        """Delete the key of ``query_id``, a finished batch write (a tombstone)."""
+    def forget(self, query_id: str, tasks: Iterable[int] = ()) -> None:
+        """Delete the key of ``query_id``, a finished batch write, and its tasks' witnesses (tombstones)."""
         ...
 
 
@@ -269,18 +269,19 @@ class TwoPhaseCommitter:
             committed = prior.committed if prior is not None and prior.state == "partial" else ()
             if committed:
                 handles = self._skip_committed(query_id, batch_id, committed, results)
-            self._refuse_if_old(query_id, batch_id, [r for r in results if r.handle in handles], streaming)
             tids = len(results)
+            positioned = self._evidence.mark_positions(handles)  # before the age check: it takes time
             intent = IntentRecord(
                 query_id,
                 batch_id,
                 "intent",
-                self._evidence.mark_positions(handles),
+                positioned,
                 max(tids, state.tids_in_use),
                 committed,
                 streaming,
                 self._clock(),
             )
+            self._refuse_if_old(intent, [r for r in results if r.handle in handles])
             self._append_intent(intent)
             self._faults("after_intent")
             if handles:
@@ -408,6 +409,12 @@ class TwoPhaseCommitter:
             finding = Finding(None, "the intent was written before sparkafka recorded where markers are")
         if finding.outcome is not None:
             return finding.outcome
+        if finding.retry:  # the data could not be read now: the next writer asks again
+            raise TransactionError(
+                f"batch {intent.batch_id} of query {intent.query_id} stays pending: the outcome of its "
+                f"transaction {handle.transactional_id} is read from its marker, and {finding.why}; the "
+                "next writer of the prefix tries again"
+            )
         if assume is not None:
             log.warning("transaction %s counted %s by the operator: %s", handle, assume, finding.why)
             return assume
@@ -447,7 +454,7 @@ class TwoPhaseCommitter:
         )
         if not record.streaming and state != "partial":
             try:
-                self._store.forget(record.query_id)
+                self._store.forget(record.query_id, sorted({h.task for h in intent.handles}))
             except BrokerError as e:  # the intent stays pending: a later recovery resolves it again
                 log.warning("could not delete the finished batch write's record: %s", e)
         else:
@@ -518,16 +525,17 @@ class TwoPhaseCommitter:
         )
         return [h for h in handles if h.task not in tasks]
 
-    def _refuse_if_old(
-        self, query_id: str, batch_id: int, results: Sequence[TaskResult], streaming: bool
-    ) -> None:
+    def _refuse_if_old(self, intent: IntentRecord, results: Sequence[TaskResult]) -> None:
         """Abort and fail a batch whose oldest transaction (of ``results``, the ones to commit) is too old.
 
-        A streaming batch's refusal is recorded (``abandoned`` with ``too_old``): ``sparkafka txn list``
-        shows it, and ``sparkafka offsets replan`` takes it as proof that nothing of the batch is visible.
+        ``intent`` is the intent that would be written. A streaming batch's refusal is recorded: as
+        ``abandoned`` with ``too_old``, or, for a partial batch's replay, as ``partial`` still naming the
+        tasks whose rows are visible. ``sparkafka txn list`` shows it, and ``sparkafka offsets replan`` takes
+        an abandoned one as proof that nothing of the batch is visible.
         """
         if not results:
             return
+        batch_id, query_id = intent.batch_id, intent.query_id
         timeout = self._settings.transaction_timeout_ms
         margin = timeout_margin_ms(timeout)
         age = self._clock() - min(r.started_ms for r in results)
@@ -542,20 +550,24 @@ class TwoPhaseCommitter:
             return
         handles = [r.handle for r in results if r.handle is not None]
         self._abort_quietly(query_id, handles, f"batch {batch_id} is too old to commit safely")
-        if streaming:
-            refusal = IntentRecord(
-                query_id, batch_id, "abandoned", at_ms=self._clock(), too_old=(age, timeout)
-            )
+        state: BatchState = "partial" if intent.committed else "abandoned"
+        if intent.streaming:
+            refusal = intent.with_state(state, handles=(), at_ms=self._clock(), too_old=(age, timeout))
             try:
                 self._store.append(refusal)
             except BrokerError as e:  # the replay then runs and is refused again, later: nothing is lost
                 log.warning("could not record that batch %d was too old to commit: %s", batch_id, e)
+        if intent.committed:
+            tasks = ", ".join(str(h.task) for h in intent.committed)
+            rows = sum(h.records for h in intent.committed)
+            visible = f"the rows of tasks {tasks} ({rows} records) stay visible and the others' are not"
+        else:
+            visible = "nothing of the batch is visible"
         raise TransactionError(
             f"batch {batch_id} of query {query_id} was not committed: its oldest transaction is "
             f"{age / 1000:.1f} s old, past {(timeout - margin) / 1000:.1f} s (kafka.transaction.timeout.ms="
             f"{timeout} less a margin of {margin / 1000:.0f} s), so the broker could abort it while the "
-            "commit runs; its transactions were aborted and nothing of the batch is visible. "
-            + self._too_old_remedies(batch_id)
+            f"commit runs; its transactions were aborted and {visible}. " + self._too_old_remedies(batch_id)
         )
 
     def _too_old_remedies(self, batch_id: int) -> str:

@@ -154,8 +154,9 @@ class _Writer:
 
         if self._options.delivery == "exactly_once" and task >= self._tids_in_use:
             claim_transactional_ids(self._options, task + 1)
-        result = write_task(self._options, self._columns, batches(), task)
-        return KafkaCommitMessage(result, streaming_query or query_id)
+        query = streaming_query or query_id
+        result = write_task(self._options, self._columns, batches(), task, query or "")
+        return KafkaCommitMessage(result, query)
 
     def _commit(
         self, messages: Sequence[WriterCommitMessage | None], batch_id: int, query_id: str | None = None

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 from sparkafka.client.core import new_consumer, with_retries
 from sparkafka.metrics_files import default_metrics_path, read_json, write_json_atomically
+from sparkafka.source.alignment import AlignmentStatus
 from sparkafka.source.options import CommitMode
 from sparkafka.structs import TopicPartition, committed_offsets
 
@@ -52,6 +53,7 @@ __all__ = [
     "SourceMetrics",
     "default_metrics_file",
     "read_source_metrics",
+    "write_source_metrics",
 ]
 
 log = logging.getLogger(__name__)
@@ -138,6 +140,8 @@ class SourceMetrics:
     last_error: str | None = None
     pid: int = field(default_factory=os.getpid)
     updated_ms: int = 0
+    event_time: AlignmentStatus | None = None
+    """Event-time alignment (``maxEventTimeDrift``) at the last plan: each partition's event time, state."""
 
     def to_json(self) -> dict[str, Any]:
         """The metrics as the metrics file holds them: camelCase keys, offsets per topic and partition."""
@@ -153,6 +157,7 @@ class SourceMetrics:
             "lastError": self.last_error,
             "pid": self.pid,
             "updatedMs": self.updated_ms,
+            **({"eventTime": self.event_time.to_json()} if self.event_time is not None else {}),
         }
 
     @classmethod
@@ -171,6 +176,7 @@ class SourceMetrics:
             last_error=data.get("lastError"),
             pid=int(data.get("pid", 0)),
             updated_ms=int(data.get("updatedMs", 0)),
+            event_time=AlignmentStatus.from_json(data["eventTime"]) if data.get("eventTime") else None,
         )
 
 
@@ -186,6 +192,15 @@ def read_source_metrics(
     path = Path(metrics_file) if metrics_file is not None else default_metrics_file(group_id)
     data = read_json(path)
     return None if data is None else SourceMetrics.from_json(data)
+
+
+def write_source_metrics(path: Path, metrics: SourceMetrics) -> None:
+    """Write ``metrics`` to ``path`` (atomically), stamped with the time; a failure only warns."""
+    metrics.updated_ms = int(time.time() * 1000)
+    try:
+        write_json_atomically(path, metrics.to_json())
+    except OSError as e:
+        log.warning("could not write source metrics to %s: %s", path, e)
 
 
 def _describe(offsets: Mapping[TopicPartition, int]) -> str:
@@ -298,12 +313,13 @@ class OffsetCommitter:
         """Commit the group's offsets as this run left them once more, marked stopped (``CommitMark``).
 
         Tells ``sparkafka offsets reset`` that this query no longer commits, so a reset need not wait.
-        Sent only when every commit was answered and confirmed, so it moves no offset.
+        Sent only when every commit was answered and the group still holds what this run confirmed (read
+        first: a reset made while the run idled stands), so it moves no offset.
         """
         if self._client is None or self._confirmed is None or self._pending or self.stopped_by:
             return
         offsets = {tp: self._confirmed[tp] for tp in self._target if tp in self._confirmed}
-        if not offsets:
+        if not offsets or self._moved_by_another(self._clock()):  # a reset made while this run idled stands
             return
         mark = CommitMark(self._run, self._host, os.getpid(), self._wall_ms(), stopped=True)
         self._pending.append(offsets)
@@ -352,32 +368,39 @@ class OffsetCommitter:
 
     def _moved_by_another(self, now: float) -> bool:
         """Whether the group's offsets differ from those this run left (a reset); if so, stop for good."""
-        assert self._client is not None
         assert self._confirmed is not None
-        try:
-            current = self._client.committed(self._target)
-        except Exception as e:  # noqa: BLE001 - any client error is a failed attempt: counted, retried later
-            self._record_failure(f"reading the group's committed offsets failed: {e}", now)
+        current = self._read_group(now)
+        if current is None:
             return True
-        moved = {tp: o for tp, o in current.items() if o is not None and o != self._confirmed.get(tp, o)}
+        # A partition this run confirmed that now holds another offset, or none (its offset was deleted).
+        moved = {tp: o for tp, o in current.items() if tp in self._confirmed and o != self._confirmed[tp]}
         if not moved:
             return False
         self.stopped_by = (
             f"the offsets of group {self.metrics.group_id} were changed by another client (a reset?): "
-            + ", ".join(f"{tp} {self._confirmed[tp]} -> {o}" for tp, o in sorted(moved.items()))
+            + ", ".join(
+                f"{tp} {self._confirmed[tp]} -> {'deleted' if o is None else o}"
+                for tp, o in sorted(moved.items())
+            )
             + "; this query stops committing to the group until it is restarted, so the change stands"
         )
         log.error("%s", self.stopped_by)
         self._record_failure(self.stopped_by, now)
         return True
 
-    def _learn_group_offsets(self, now: float) -> bool:
-        """Read the group's offsets once, so a restart from an older checkpoint never moves them back."""
+    def _read_group(self, now: float) -> dict[TopicPartition, int | None] | None:
+        """The group's committed offsets for the target's partitions; None (a counted failure) on error."""
         assert self._client is not None
         try:
-            current = self._client.committed(self._target)
+            return self._client.committed(self._target)
         except Exception as e:  # noqa: BLE001 - any client error is a failed attempt: counted, retried later
             self._record_failure(f"reading the group's committed offsets failed: {e}", now)
+            return None
+
+    def _learn_group_offsets(self, now: float) -> bool:
+        """Read the group's offsets once, so a restart from an older checkpoint never moves them back."""
+        current = self._read_group(now)
+        if current is None:
             return False
         self._confirmed = {tp: o for tp, o in current.items() if o is not None}
         behind = {tp: o for tp, o in self._target.items() if o < self._confirmed.get(tp, -1)}
@@ -409,7 +432,7 @@ class OffsetCommitter:
             m.commits_succeeded,
             m.commits_failed,
         )
-        self._publish()
+        self.publish()
 
     def _record_failure(self, why: str, now: float) -> None:
         m = self.metrics
@@ -423,16 +446,13 @@ class OffsetCommitter:
             m.commits_succeeded,
             m.commits_failed,
         )
-        self._publish()
+        self.publish()
 
-    def _publish(self) -> None:
-        if self._metrics_file is None:
-            return
-        self.metrics.updated_ms = int(time.time() * 1000)
-        try:
-            write_json_atomically(self._metrics_file, self.metrics.to_json())
-        except OSError as e:
-            log.warning("could not write source metrics to %s: %s", self._metrics_file, e)
+    def publish(self) -> None:
+        """Write ``metrics`` to the metrics file, if there is one (on every change, and when the source's
+        event-time status in them changes)."""
+        if self._metrics_file is not None:
+            write_source_metrics(self._metrics_file, self.metrics)
 
 
 class KafkaCommitClient:

@@ -43,11 +43,22 @@ ROWS_PER_BATCH = 20_000
 
 @dataclass(frozen=True)
 class OffsetRange:
-    """Read ``[start, end)`` of one partition."""
+    """Read ``[start, end)`` of one partition.
+
+    A batch read's ``earliest`` and ``latest`` are bound when its task starts, as Spark's executors bind
+    them (``KafkaBatchPartitionReader.resolveRange``): ``start`` and ``end`` are then what planning saw, and
+    the task reads from the log start and to the log end it finds (the last stable offset under
+    read_committed). So retention between planning and the task does not fail a default batch read, and
+    records that arrived since are read.
+    """
 
     tp: TopicPartition
     start: int
     end: int
+    from_earliest: bool = False
+    """Start at the log start when the task starts (a batch read's ``earliest``)."""
+    to_latest: bool = False
+    """End at the log end when the task starts (a batch read's ``latest``)."""
 
 
 def _reader_settings(conf: Mapping[str, str]) -> dict[str, str]:
@@ -127,26 +138,39 @@ def read_ranges(
     aborted records under read_committed) never stall it. ``fetcher`` picks how records are taken off
     Kafka (``_fetcher``); the decisions here are the same for both.
 
+    Data loss is Spark's (``KafkaDataConsumer``): offsets below the log start when the task starts, or that
+    go out of range while it reads (retention overtaking it, a log truncated under it), fail the task, or
+    with ``fail_on_data_loss`` off are skipped to the earliest offset still in the range, with a warning
+    saying how many.
+
     Raises:
-        DataLossError: the range starts below the log start (retention) and ``fail_on_data_loss``.
+        DataLossError: offsets of a range are no longer in the log and ``fail_on_data_loss``.
         BrokerError: no progress within ``poll_timeout_ms``.
         NativeUnavailableError: ``fetcher`` is ``native`` and the extension is missing or refuses a setting.
     """
-    todo = [r for r in ranges if r.end > r.start]
+    todo = [r for r in ranges if r.end > r.start or r.to_latest]
     if not todo:
         return
     reader = _fetcher(conf, fetcher)
     learn_topics(reader, {r.tp.topic for r in todo}, 30)
-    starts = {r.tp: _check_start(reader, r, fail_on_data_loss, conf) for r in todo}
+    todo = [_bind(reader, r, fail_on_data_loss, conf) for r in todo]
+    starts = {r.tp: r.start for r in todo}
     stalled = functools.partial(broker_gaps.note_stalled_fetch, conf)
     try:
         for r in sorted(todo, key=lambda r: r.tp):
             only = r.tp
+            out_of_range_at: int | None = None
             while starts[only] < r.end:
                 reader.assign(only, starts[only])
                 try:
                     yield from _read_partition(
-                        reader, only, r.end, include_headers, poll_timeout_ms, stalled=stalled
+                        reader,
+                        only,
+                        r.end,
+                        include_headers,
+                        poll_timeout_ms,
+                        stalled=stalled,
+                        log_end=functools.partial(_log_end, reader, only, conf),
                     )
                     break
                 except _StalledError as e:  # the fetch wait was raised: again from where the read got to
@@ -155,6 +179,16 @@ def read_ranges(
                         starts[only] = e.position
                     reader = _fetcher(conf, fetcher)
                     learn_topics(reader, {only.topic}, 30)
+                except _OutOfRangeError as e:
+                    reader.unassign()
+                    at = starts[only] if e.position is None else e.position
+                    if at == out_of_range_at:  # the log held it, yet the broker refused it again
+                        raise BrokerError(
+                            f"reading {only}: offset {at} was refused as out of range twice, though the log "
+                            "held it in between"
+                        ) from None
+                    out_of_range_at = at
+                    starts[only] = _skip_out_of_range(reader, r, at, fail_on_data_loss, conf)
     finally:
         reader.unassign()
 
@@ -167,6 +201,15 @@ class _StalledError(Exception):
         self.position = position
 
 
+class _OutOfRangeError(Exception):
+    """librdkafka found the read's position out of range (``auto.offset.reset=error``: it reports, never
+    resets); ``position``: where the read got to, None when not known (no record yet)."""
+
+    def __init__(self, position: int | None = None) -> None:
+        super().__init__(position)
+        self.position = position
+
+
 def _read_partition(
     reader: Fetcher,
     only: TopicPartition,
@@ -175,11 +218,14 @@ def _read_partition(
     poll_timeout_ms: int,
     *,
     stalled: Callable[[], bool] = lambda: False,
+    log_end: Callable[[], int | None] = lambda: None,
 ) -> Iterator[pa.RecordBatch]:
     """Read the assigned partition ``only`` up to ``end``, yielding batches of up to ``ROWS_PER_BATCH``.
 
     Raises:
         _StalledError: nothing arrived for ``broker_gaps.STALL_S`` and ``stalled()`` raised the fetch wait.
+        _OutOfRangeError: offsets went out of range, or nothing arrived for ``poll_timeout_ms`` and
+            ``log_end()`` (the log's end, None: not known) is below ``end``.
     """
     last_progress = time.monotonic()
     position: int | None = None
@@ -191,7 +237,10 @@ def _read_partition(
         if got.reached_end:
             return
         # End-of-partition events count only after the data fetched with them.
-        eof, past_events = _read_events(got.events, only)
+        try:
+            eof, past_events = _read_events(got.events, only)
+        except _OutOfRangeError:
+            raise _OutOfRangeError(position if got.last_offset is None else got.last_offset + 1) from None
         if eof is not None and eof >= end:
             return
         if got.last_offset is not None:
@@ -204,7 +253,15 @@ def _read_partition(
         if at >= end and at != event_mark:  # passed the end without a record to show it
             return
         quiet_s = time.monotonic() - last_progress
-        _check_quiet(only, end, quiet_s, position=position, stalled=stalled, poll_timeout_ms=poll_timeout_ms)
+        _check_quiet(
+            only,
+            end,
+            quiet_s,
+            position=position,
+            stalled=stalled,
+            log_end=log_end,
+            poll_timeout_ms=poll_timeout_ms,
+        )
 
 
 def _check_quiet(
@@ -214,16 +271,22 @@ def _check_quiet(
     *,
     position: int | None,
     stalled: Callable[[], bool],
+    log_end: Callable[[], int | None],
     poll_timeout_ms: int,
 ) -> None:
     """After a fetch that brought nothing: raise if the fetch stalled or ``pollTimeoutMs`` passed.
 
-    A stalled fetch raises ``_StalledError`` (the caller resumes with a longer wait); past
-    ``pollTimeoutMs`` the task fails with a ``BrokerError`` naming the partition.
+    A stalled fetch raises ``_StalledError`` (the caller resumes with a longer wait). Past
+    ``pollTimeoutMs``, a log that now ends below ``end`` (truncated, or its topic recreated, since the range
+    was planned: the read waits at the log's end, where nothing is out of range) is Spark's data loss
+    (``_OutOfRangeError``); else the task fails with a ``BrokerError`` naming the partition.
     """
     if quiet_s > broker_gaps.STALL_S and stalled():
         raise _StalledError(position)
     if quiet_s * 1000 > poll_timeout_ms:
+        now_ends = log_end()
+        if now_ends is not None and now_ends < end:
+            raise _OutOfRangeError(position)
         raise BrokerError(
             f"no records arrived for {poll_timeout_ms} ms while reading {only} up to {end} "
             "(raise pollTimeoutMs if the broker is slow)"
@@ -256,7 +319,7 @@ def _read_events(events: Sequence[Any], only: TopicPartition) -> tuple[int | Non
             if tp == only:
                 eof = offset
         elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-            raise DataLossError(f"offsets of {tp} are out of range while reading: {err.str()}")
+            raise _OutOfRangeError
         elif is_leaderless(err):
             log.info("reading %s: %s (riding out a leader change)", tp, err.str())
         else:
@@ -264,25 +327,74 @@ def _read_events(events: Sequence[Any], only: TopicPartition) -> tuple[int | Non
     return eof, past
 
 
-def _check_start(reader: Fetcher, r: OffsetRange, fail_on_data_loss: bool, conf: Mapping[str, Any]) -> int:
-    """The offset to start at: ``r.start``, unless retention removed it (then data loss).
+def _watermarks(reader: Fetcher, tp: TopicPartition, conf: Mapping[str, Any]) -> tuple[int, int]:
+    """(log start, log end as this reader's isolation level reads it) of ``tp``, asked of its leader.
 
     The lookup rides through a leader election (a broker killed: its partitions answer NOT_LEADER, or the
     request dies with the broker's handle) for ``DEFAULT_TIMEOUT_S``, each try capped at the election time.
     """
     from confluent_kafka import TopicPartition as CTopicPartition
 
-    ctp = CTopicPartition(r.tp.topic, r.tp.partition)
-    low, _high = with_retries(
-        f"the log start of {r.tp}",
+    ctp = CTopicPartition(tp.topic, tp.partition)
+    return with_retries(
+        f"the log start of {tp}",
         conf,
         lambda left: reader.get_watermark_offsets(ctp, timeout=min(left, LEADER_ELECTION_S)),
         DEFAULT_TIMEOUT_S,
     )
-    if low is None or low < 0 or r.start >= low:
-        return r.start
-    lost = f"{r.tp}: offsets {r.start}..{min(low, r.end) - 1} were removed (log starts at {low})"
+
+
+def _log_end(reader: Fetcher, tp: TopicPartition, conf: Mapping[str, Any]) -> int | None:
+    """The end of ``tp``'s log where ListOffsets(latest) tells it (``broker_gaps``), else None."""
+    return _watermarks(reader, tp, conf)[1] if broker_gaps.latest_is_exact(conf) else None
+
+
+def _bind(reader: Fetcher, r: OffsetRange, fail_on_data_loss: bool, conf: Mapping[str, Any]) -> OffsetRange:
+    """What the task reads of ``r``: its late-bound ends resolved (``OffsetRange``), and a start that
+    retention removed moved to the log start when ``fail_on_data_loss`` is off."""
+    low, high = _watermarks(reader, r.tp, conf)
+    known = low is not None and low >= 0
+    start = low if r.from_earliest and known else r.start
+    end = high if r.to_latest and high is not None and high >= 0 else r.end
+    if not known or start >= low:
+        return OffsetRange(r.tp, start, end)
+    lost = f"{r.tp}: offsets {start}..{min(low, end) - 1} were removed (log starts at {low})"
     if fail_on_data_loss:
-        raise DataLossError(f"{lost}. Set failOnDataLoss=false to skip ahead with a warning")
-    log.warning("%s; skipping ahead (failOnDataLoss=false)", lost)
-    return int(min(low, r.end))
+        raise DataLossError(f"{lost}; set failOnDataLoss=false to skip ahead with a warning")
+    log.warning("%s; skipping ahead: %d offsets skipped (failOnDataLoss=false)", lost, min(low, end) - start)
+    return OffsetRange(r.tp, int(min(low, end)), end)
+
+
+def resume_after_out_of_range(at: int, end: int, low: int, high: int) -> int:
+    """Where a read of ``[at, end)`` goes on once ``at`` went out of range and the log holds ``[low, high)``:
+    Spark's ``KafkaDataConsumer.getEarliestAvailableOffsetBetween``.
+
+    ``end`` (the rest of the range is skipped) when the two do not overlap; ``at`` when the log holds it
+    again (a topic recreated and refilled); else ``low``.
+    """
+    if at >= high or low >= end:
+        return end
+    return max(at, low)
+
+
+def _skip_out_of_range(
+    reader: Fetcher, r: OffsetRange, at: int, fail_on_data_loss: bool, conf: Mapping[str, Any]
+) -> int:
+    """After offset ``at`` went out of range while reading ``r``: where the read goes on
+    (``resume_after_out_of_range``), with a warning saying how many offsets that skips.
+
+    Raises:
+        DataLossError: ``fail_on_data_loss``.
+    """
+    low, high = _watermarks(reader, r.tp, conf)
+    what = (
+        f"{r.tp}: offset {at} went out of range while reading up to {r.end} "
+        f"(the log now starts at {low} and ends at {high})"
+    )
+    if fail_on_data_loss:
+        raise DataLossError(
+            f"{what}; set failOnDataLoss=false to skip to the earliest offset left with a warning"
+        )
+    resume = resume_after_out_of_range(at, r.end, low, high)
+    log.warning("%s; going on from %d: %d offsets skipped (failOnDataLoss=false)", what, resume, resume - at)
+    return resume

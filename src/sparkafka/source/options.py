@@ -6,7 +6,7 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, get_args, overload
 
 from sparkafka.client.conf import check_librdkafka_settings
 from sparkafka.errors import ConfigError
@@ -19,6 +19,7 @@ __all__ = [
     "SourceOptions",
     "StartupMode",
     "Subscription",
+    "duration_ms",
     "parse_source_options",
 ]
 
@@ -76,6 +77,8 @@ SOURCE_OPTIONS = (
     "offsetCommitIntervalMs",
     "metricsFile",
     "fetcher",
+    "maxEventTimeDrift",
+    "partitionIdleTimeout",
 )
 """Every option of Spark's Kafka source is here with Spark's meaning (docs/spark-kafka-connector.md),
 beside sparkafka's own (Flink's assigner, startup from the group, group commits)."""
@@ -84,14 +87,15 @@ DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
 """Spark's default ``maxTriggerDelay`` (15m)."""
 
 _TIME_UNITS_MS = {
-    "us": 0.001,
-    "ms": 1,
-    "s": 1000,
-    "m": 60_000,
-    "min": 60_000,
-    "h": 3_600_000,
-    "d": 86_400_000,
+    **dict.fromkeys(("us", "usec", "microsecond", "microseconds"), 0.001),
+    **dict.fromkeys(("ms", "msec", "millisecond", "milliseconds"), 1),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1000),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60_000),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3_600_000),
+    **dict.fromkeys(("d", "day", "days"), 86_400_000),
 }
+"""Units of a duration option: Spark's short forms (``15m``, JavaUtils.timeStringAsMs) and the words of
+its interval strings (``10 minutes``, as ``withWatermark`` takes them)."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +178,12 @@ class SourceOptions:
     commit_interval_ms: int = 5_000
     metrics_file: str | None = None
     """Where the source runner writes its commit metrics; None means the default for the group."""
+    max_event_time_drift_ms: int | None = None
+    """``maxEventTimeDrift``: no batch reads a record this much or more past the slowest partition's event
+    time (``source.alignment``); None: no alignment."""
+    partition_idle_timeout_ms: int | None = None
+    """``partitionIdleTimeout``: a partition with nothing to read whose newest record is this much older
+    than the newest of any partition does not hold the others back; None: never idle."""
 
 
 def _parse_offsets_json(reader: OptionReader, key: str, what: str = "offset") -> dict[TopicPartition, int]:
@@ -274,6 +284,7 @@ def parse_source_options(
     # metadataTimeoutMs instead, which outlasts Spark's default 3 attempts 1 s apart. Checked, then kept.
     reader.optional_int("fetchOffset.numRetries", minimum=0)
     reader.optional_int("fetchOffset.retryIntervalMs", minimum=0)
+    drift, idle_timeout = _event_time(reader, batch, quiet)
     check_librdkafka_settings(kafka)  # the values, after our own checks of those we interpret
 
     return SourceOptions(
@@ -307,7 +318,25 @@ def parse_source_options(
         commit_mode="disabled" if batch else commit_mode,
         commit_interval_ms=reader.get_int("offsetCommitIntervalMs", 5_000, minimum=0),
         metrics_file=reader.get_str("metricsFile"),
+        max_event_time_drift_ms=drift,
+        partition_idle_timeout_ms=idle_timeout,
     )
+
+
+def _event_time(reader: OptionReader, batch: bool, quiet: bool) -> tuple[int | None, int | None]:
+    """(``maxEventTimeDrift``, ``partitionIdleTimeout``) in ms; both None for a batch read (a warning)."""
+    drift = _duration_ms(reader, "maxEventTimeDrift", None, positive=True)
+    idle = _duration_ms(reader, "partitionIdleTimeout", None, positive=True)
+    if idle is not None and drift is None:
+        raise ConfigError(
+            "option partitionIdleTimeout applies to event-time alignment only: set maxEventTimeDrift too "
+            "(such as '5 minutes'), or leave partitionIdleTimeout out"
+        )
+    if batch and drift is not None:
+        if not quiet:
+            log.warning("maxEventTimeDrift and partitionIdleTimeout are ignored by a batch read (spark.read)")
+        return None, None
+    return drift, idle
 
 
 def _alias_int(reader: OptionReader, name: str, alias: str, minimum: int) -> int | None:
@@ -318,18 +347,44 @@ def _alias_int(reader: OptionReader, name: str, alias: str, minimum: int) -> int
     return value if value is not None else reader.optional_int(alias, minimum=minimum)
 
 
-def _duration_ms(reader: OptionReader, key: str, default: int) -> int:
-    """A duration as Spark writes it (``15m``, ``30s``, ``500ms``; a bare number is milliseconds)."""
+def duration_ms(text: str) -> int | None:
+    """A duration as Spark writes it, in ms: ``15m``, ``30s``, ``500ms`` (a bare number is ms), or an
+    interval as ``withWatermark`` takes it (``10 minutes``, ``1 hour 30 minutes``, ``interval 2 hours``).
+    None when ``text`` is not one."""
+    words = text.lower().split()
+    if words[:1] == ["interval"]:
+        words = words[1:]
+    joined = " ".join(words)
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]*)", joined)
+    if (
+        re.fullmatch(r"(\s*\d+(?:\.\d+)?\s*[a-z]*\s*)+", joined) is None
+        or any(unit not in _TIME_UNITS_MS for _, unit in parts if unit)
+        or (len(parts) > 1 and any(not unit for _, unit in parts))
+    ):
+        return None
+    return int(sum(float(n) * _TIME_UNITS_MS[unit or "ms"] for n, unit in parts))
+
+
+@overload
+def _duration_ms(reader: OptionReader, key: str, default: int, *, positive: bool = False) -> int: ...
+@overload
+def _duration_ms(reader: OptionReader, key: str, default: None, *, positive: bool = False) -> int | None: ...
+def _duration_ms(
+    reader: OptionReader, key: str, default: int | None, *, positive: bool = False
+) -> int | None:
+    """Option ``key`` as a duration in ms (``duration_ms``); ``default`` when it is not set."""
     text = reader.get_str(key)
     if text is None:
         return default
-    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", text.lower())
-    if m is None or (m.group(2) and m.group(2) not in _TIME_UNITS_MS):
+    ms = duration_ms(text)
+    if ms is None:
         raise ConfigError(
-            f"option {reader.name(key)}={text!r} is not a duration; use a whole number with a unit "
-            "(ms, s, m, min, h, d), such as 15m or 500ms"
+            f"option {reader.name(key)}={text!r} is not a duration; use a number with a unit, such as "
+            "'10 minutes' (as withWatermark takes it), 15m, 30s or 500ms"
         )
-    return int(int(m.group(1)) * _TIME_UNITS_MS[m.group(2) or "ms"])
+    if positive and ms <= 0:
+        raise ConfigError(f"option {reader.name(key)}={text!r} must be longer than 0 ms")
+    return ms
 
 
 def _kafka_settings(reader: OptionReader) -> tuple[dict[str, str], OffsetReset]:

@@ -7,25 +7,27 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
 
-from sparkafka.errors import ConfigError, DataLossError, PartitionsGoneError
+from sparkafka.errors import ConfigError
 from sparkafka.source.options import EARLIEST, LATEST, SourceOptions, Subscription
 from sparkafka.structs import TopicPartition
 
 __all__ = [
+    "TOPIC_IDS_KEY",
+    "Discovery",
     "KafkaMetadata",
     "Offsets",
     "apply_read_limit",
+    "bound_when_read",
     "delay_batch",
     "ending_offsets",
-    "latest_of_existing",
     "offsets_from_json",
     "offsets_to_json",
-    "reconcile",
     "resolve_startup",
     "split_ranges",
+    "topic_ids_from_json",
 ]
 
 log = logging.getLogger(__name__)
@@ -33,11 +35,19 @@ log = logging.getLogger(__name__)
 Offsets = dict[TopicPartition, int]
 
 
+class Discovery(NamedTuple):
+    """What a discovery found: the subscription's partitions and their topics' ids (where known)."""
+
+    partitions: set[TopicPartition]
+    topic_ids: dict[str, str]
+    """Kafka's id of each topic (2.8 and later), in its text form; a topic without one is left out."""
+
+
 class KafkaMetadata(Protocol):
     """What planning needs to ask the cluster. Implemented over AdminClient, and by fakes in tests."""
 
-    def partitions(self, subscription: Subscription) -> set[TopicPartition]:
-        """The partitions that exist now and belong to the subscription."""
+    def discover(self, subscription: Subscription) -> Discovery:
+        """The partitions that exist now and belong to the subscription, and their topics' ids."""
         ...
 
     def earliest(self, tps: Iterable[TopicPartition]) -> Offsets:
@@ -57,17 +67,54 @@ class KafkaMetadata(Protocol):
         ...
 
 
-def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
-    """``{"topic": {"0": 23}}``, topics and partitions sorted (Spark compares offsets by their JSON)."""
-    out: dict[str, dict[str, int]] = {}
+TOPIC_IDS_KEY = "@topicIds"
+"""Where a source offset keeps its topics' ids: ``{"orders": {"0": 23}, "@topicIds": {"orders": "vQo3..."}}``.
+
+Why this shape:
+
+- Spark keeps the JSON in the checkpoint's offset log and compares a batch's start with the end
+  ``latestOffset`` returns to decide whether a batch runs. With the ids in the same JSON, a new id alone (a
+  topic recreated, no offset moved) is a new end: the move is recorded once, by one batch, and not
+  reported again every trigger; ids that do not change never make a batch.
+- Beside the offsets, not inside each topic's map: without this one key the JSON is exactly Spark's
+  connector's ``{"topic": {"partition": offset}}``, which everything reading offsets keeps reading
+  (``offsets_from_json``, ``sparkafka offsets``, the progress readers in ``ops``) by dropping the key.
+- Kafka's topic names are ``[a-zA-Z0-9._-]``: a key with ``@`` can never be a topic.
+- The ids are Kafka's own text form (22 characters of URL-safe base64, as ``kafka-topics --describe``
+  prints them). A topic whose id is not known (a broker before Kafka 2.8) has none, and an offset without
+  any has no key at all: a checkpoint written before ids were kept reads as it is, and gains them with its
+  next batch.
+"""
+
+
+def offsets_to_json(
+    offsets: Mapping[TopicPartition, int], topic_ids: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """``{"topic": {"0": 23}}``, topics and partitions sorted (Spark compares offsets by their JSON), with
+    the ids of the offsets' topics under ``TOPIC_IDS_KEY`` (only those known; no key when none is)."""
+    out: dict[str, Any] = {}
     for tp in sorted(offsets):
         out.setdefault(tp.topic, {})[str(tp.partition)] = int(offsets[tp])
+    ids = {t: topic_ids[t] for t in sorted(out) if topic_ids and topic_ids.get(t)}
+    if ids:
+        out[TOPIC_IDS_KEY] = ids
     return out
 
 
-def offsets_from_json(data: Mapping[str, Mapping[str, int]]) -> Offsets:
-    """The inverse of ``offsets_to_json``: ``{"topic": {"0": 23}}`` to an offset per partition."""
-    return {TopicPartition(t, int(p)): int(o) for t, parts in data.items() for p, o in parts.items()}
+def offsets_from_json(data: Mapping[str, Any]) -> Offsets:
+    """The inverse of ``offsets_to_json``: ``{"topic": {"0": 23}}`` to an offset per partition (ids left
+    out: ``topic_ids_from_json``)."""
+    return {
+        TopicPartition(t, int(p)): int(o)
+        for t, parts in data.items()
+        if t != TOPIC_IDS_KEY
+        for p, o in parts.items()
+    }
+
+
+def topic_ids_from_json(data: Mapping[str, Any]) -> dict[str, str]:
+    """The topic ids an ``offsets_to_json`` offset keeps ({} for one written without them)."""
+    return {str(t): str(i) for t, i in data.get(TOPIC_IDS_KEY, {}).items()}
 
 
 def _resolve_sentinels(offsets: Offsets, metadata: KafkaMetadata) -> Offsets:
@@ -195,6 +242,33 @@ def ending_offsets(
     return {tp: wanted.get(tp, latest[tp]) for tp in tps}
 
 
+def bound_when_read(
+    options: SourceOptions,
+    tps: set[TopicPartition],
+    end: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+) -> tuple[set[TopicPartition], set[TopicPartition]]:
+    """The partitions of a batch read that start at ``earliest``, and those that end at ``latest``: Spark
+    binds both when the task starts, on the executor (``fetch.OffsetRange``), not at planning.
+
+    ``earliest``: ``startingOffsets=earliest`` (the batch default), or -2 in its JSON. ``latest``: no
+    ending option (the default), -1 in ``endingOffsets`` or a partition it leaves out, or an ending
+    timestamp no record reaches (a record's offset is always below ``latest``, so an end equal to it is
+    that fallback).
+    """
+    if options.startup == "earliest":
+        first = set(tps)
+    elif options.startup == "specific":
+        first = {tp for tp in tps if options.specific_offsets.get(tp) == EARLIEST}
+    else:
+        first = set()
+    if options.ending_offsets is not None:
+        last = {tp for tp in tps if options.ending_offsets.get(tp, LATEST) == LATEST}
+    else:
+        last = {tp for tp in tps if end[tp] == latest[tp]}
+    return first, last
+
+
 def split_ranges(
     ranges: Sequence[tuple[TopicPartition, int, int]],
     min_partitions: int | None,
@@ -272,83 +346,6 @@ def delay_batch(
     return False, now_ms
 
 
-def reconcile(
-    start: Mapping[TopicPartition, int],
-    current: set[TopicPartition],
-    subscription: Subscription,
-    fail_on_data_loss: bool,
-) -> tuple[Offsets, set[TopicPartition], set[TopicPartition]]:
-    """Align a batch's start offsets with the partitions that exist and are subscribed now.
-
-    Returns:
-        (start offsets kept, partitions new to the query, partitions dropped). New partitions start at
-        earliest (the caller resolves it). Partitions of topics no longer subscribed are dropped with a
-        warning. A partition that vanished from a still-subscribed topic is data loss.
-
-    Raises:
-        DataLossError: for vanished partitions when ``fail_on_data_loss``.
-    """
-    kept: Offsets = {}
-    dropped: set[TopicPartition] = set()
-    for tp, offset in start.items():
-        if tp in current:
-            kept[tp] = offset
-        elif not subscription.matches(tp.topic):
-            dropped.add(tp)
-        elif fail_on_data_loss:
-            raise DataLossError(
-                f"partition {tp} (next offset {offset}) no longer exists but is still subscribed "
-                f"({subscription.describe()}); the topic or partition was deleted. Set failOnDataLoss=false "
-                "to skip it with a warning"
-            )
-        else:
-            log.warning(
-                "partition %s (next offset %d) was deleted; skipping it (failOnDataLoss=false)", tp, offset
-            )
-            dropped.add(tp)
-    if dropped:
-        log.warning(
-            "dropping partitions no longer subscribed or gone: %s", ", ".join(map(str, sorted(dropped)))
-        )
-    new = current - set(start)
-    return kept, new, dropped
-
-
-def latest_of_existing(
-    start: Mapping[TopicPartition, int],
-    current: set[TopicPartition],
-    metadata: KafkaMetadata,
-    rediscover: Callable[[], set[TopicPartition]],
-    *,
-    subscription: Subscription,
-    fail_on_data_loss: bool,
-) -> tuple[Offsets, Offsets, set[TopicPartition]]:
-    """The latest offsets of a batch's partitions, with deleted topics decided from metadata.
-
-    ``reconcile`` against ``current`` (the last discovery) comes first. When ListOffsets then reports a
-    partition gone (Apache Kafka: UNKNOWN_TOPIC_OR_PARTITION for a deleted topic), or a partition's end
-    lies below where the query is (brokers that answer 0 for a deleted topic, such as tansu), fresh
-    metadata (``rediscover``) decides, under the failOnDataLoss rules of ``reconcile``. A healthy partition
-    never takes that path, so it costs nothing on a conformant broker.
-
-    Returns:
-        (start offsets kept, their latest offsets, partitions new to the query).
-
-    Raises:
-        DataLossError: a subscribed partition is gone and ``fail_on_data_loss``.
-    """
-    kept, new, _dropped = reconcile(start, current, subscription, fail_on_data_loss)
-    try:
-        latest: Offsets | None = metadata.latest(kept)
-    except PartitionsGoneError as e:
-        log.warning("%s: checking the metadata", e)
-        latest = None
-    if latest is not None and all(latest.get(tp, o) >= o for tp, o in kept.items()):
-        return kept, latest, new
-    kept, more, _dropped = reconcile(start, rediscover(), subscription, fail_on_data_loss)
-    return kept, metadata.latest(kept), new | more
-
-
 def apply_read_limit(
     start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], max_records: int | None
 ) -> Offsets:
@@ -357,8 +354,8 @@ def apply_read_limit(
     The records are split in proportion to what each partition has available, every partition with data
     getting at least one record when the limit allows.
 
-    Partitions whose latest is below their start (a broker reporting stale offsets) stay where they are:
-    an end never moves backwards.
+    Partitions whose latest is below their start stay where they are: an end never moves backwards here
+    (``data_loss.next_positions`` decides such partitions before).
     """
     avail = {tp: max(0, latest.get(tp, start[tp]) - start[tp]) for tp in start}
     total = sum(avail.values())

@@ -20,20 +20,30 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTri
 from sparkafka.errors import ConfigError
 from sparkafka.source import shutdown
 from sparkafka.source.admin import SourceMetadata
+from sparkafka.source.alignment import EventTimeAligner
 from sparkafka.source.assignment import assign_tasks
-from sparkafka.source.commits import KafkaCommitClient, OffsetCommitter, default_metrics_file
+from sparkafka.source.commits import (
+    KafkaCommitClient,
+    OffsetCommitter,
+    SourceMetrics,
+    default_metrics_file,
+    write_source_metrics,
+)
+from sparkafka.source.data_loss import next_positions
 from sparkafka.source.fetch import OffsetRange, read_ranges
 from sparkafka.source.options import SourceOptions
 from sparkafka.source.planning import (
+    Discovery,
     Offsets,
     apply_read_limit,
+    bound_when_read,
     delay_batch,
     ending_offsets,
-    latest_of_existing,
     offsets_from_json,
     offsets_to_json,
     resolve_startup,
     split_ranges,
+    topic_ids_from_json,
 )
 from sparkafka.structs import TopicPartition
 
@@ -80,12 +90,13 @@ class _Planner:
             self._metadata = SourceMetadata(self.options.kafka, self.options.metadata_timeout_ms / 1000)
         return self._metadata
 
-    def discover(self) -> set[TopicPartition]:
-        return self.metadata.partitions(self.options.subscription)
+    def discover(self) -> Discovery:
+        return self.metadata.discover(self.options.subscription)
 
-    def discover_initial(self) -> set[TopicPartition]:
+    def discover_initial(self) -> Discovery:
         """Partitions at start; none is an error naming the subscription (Flink's behaviour)."""
-        tps = self.discover()
+        found = self.discover()
+        tps = found.partitions
         sub = self.options.subscription
         missing = [t for t in sub.topics if not any(tp.topic == t for tp in tps)]
         if missing:
@@ -98,23 +109,40 @@ class _Planner:
                 f"Unable to retrieve any partitions with {sub.describe()}: nothing matches. "
                 "Create the topics first, or check the subscription"
             )
-        return tps
+        return found
 
-    def plan(self, start: Offsets, end: Offsets) -> list[KafkaInputPartition]:
+    def plan(
+        self,
+        start: Offsets,
+        end: Offsets,
+        late: tuple[set[TopicPartition], set[TopicPartition]] = (set(), set()),
+    ) -> list[KafkaInputPartition]:
+        """The read tasks for ``[start, end)``; ``late``: the partitions whose start and whose end a batch
+        read binds when its task starts (``planning.bound_when_read``), read even when empty now."""
+        earliest, latest = late
         ranges = {
-            tp: OffsetRange(tp, start[tp], end[tp]) for tp in end if tp in start and end[tp] > start[tp]
+            tp: OffsetRange(tp, start[tp], end[tp], tp in earliest, tp in latest)
+            for tp in end
+            if tp in start and (end[tp] > start[tp] or tp in latest)
         }
         if not ranges:
             return []
         o = self.options
         if o.min_partitions is not None or o.max_records_per_partition is not None:
-            # Spark's meaning: every (piece of a) range is one task; Flink's assigner is not used.
+            # Spark's meaning: every (piece of a) range is one task; Flink's assigner is not used. As in
+            # Spark, a partition's first piece keeps a late start and its last piece a late end.
             pieces = split_ranges(
                 [(r.tp, r.start, r.end) for _, r in sorted(ranges.items())],
                 o.min_partitions,
                 o.max_records_per_partition,
             )
-            return [KafkaInputPartition(i, [OffsetRange(*p)]) for i, p in enumerate(pieces)]
+            return [
+                KafkaInputPartition(
+                    i,
+                    [OffsetRange(tp, s, e, s == start[tp] and tp in earliest, e == end[tp] and tp in latest)],
+                )
+                for i, (tp, s, e) in enumerate(pieces)
+            ]
         parallelism = self.options.parallelism or len(end)
         # A batch's tasks depend on its offsets and the options alone, never on what this process planned
         # before (``sticky`` gets no previous mapping): a restarted query replays a batch with the same
@@ -158,19 +186,31 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Keep the options; nothing is asked of Kafka yet."""
         self._planner = _Planner(options)
         self._options = options
-        self._known: set[TopicPartition] | None = None
+        self._known: Discovery | None = None
         self._last_discovery = 0.0
         self._target: Offsets | None = None
         self._reported: Offsets | None = None
+        self._reported_ids: dict[str, str] = {}
         self._committer: OffsetCommitter | None = None
         self._last_trigger_ms = 0.0
         """When the last micro-batch that ran was planned (minOffsetsPerTrigger); 0: the first runs."""
+        self._aligner: EventTimeAligner | None = None
+        self._metrics: SourceMetrics | None = None
+        """The metrics file's contents when no committer writes it (event-time status only)."""
 
     def __getstate__(self) -> dict[str, Any]:
-        """The state pickled for the workers, without the committer (driver-side, it holds a client)."""
+        """The state pickled for the workers, without the driver-side parts that hold Kafka clients."""
         state = dict(self.__dict__)
-        state["_committer"] = None  # driver-side only; holds a Kafka client
+        state["_committer"] = None
+        state["_aligner"] = None
         return state
+
+    def _metrics_path(self) -> Path | None:
+        """Where the source's metrics go: option metricsFile, else the group's default; None without both."""
+        o = self._options
+        if o.metrics_file:
+            return Path(o.metrics_file)
+        return default_metrics_file(o.group_id) if o.group_id else None
 
     @property
     def committer(self) -> OffsetCommitter | None:
@@ -183,28 +223,31 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 group,
                 mode=o.commit_mode,
                 interval_ms=o.commit_interval_ms,
-                metrics_file=Path(o.metrics_file) if o.metrics_file else default_metrics_file(group),
+                metrics_file=self._metrics_path(),
             )
             shutdown.guard.install_in_runner()
         return self._committer
 
-    def _partitions_now(self, force: bool = False) -> set[TopicPartition]:
+    def _partitions_now(self, force: bool = False) -> Discovery:
+        """The last discovery, or a new one when due (every ``partitionDiscoveryIntervalMs``) or forced."""
         interval = self._options.discovery_interval_ms
         now = time.monotonic()
         due = self._known is None or (interval >= 0 and (now - self._last_discovery) * 1000 >= interval)
         due = due or force
         if due:
             found = self._planner.discover_initial() if self._known is None else self._planner.discover()
-            if self._known is not None and found - self._known:
-                log.info("discovered new partitions: %s", ", ".join(map(str, sorted(found - self._known))))
+            if self._known is not None and found.partitions - self._known.partitions:
+                added = sorted(found.partitions - self._known.partitions)
+                log.info("discovered new partitions: %s", ", ".join(map(str, added)))
             self._known = found
             self._last_discovery = now
         assert self._known is not None
         return self._known
 
     def initialOffset(self) -> dict[str, Any]:
-        tps = self._partitions_now()
-        return offsets_to_json(resolve_startup(self._options, self._planner.metadata, tps))
+        found = self._partitions_now()
+        start = resolve_startup(self._options, self._planner.metadata, found.partitions)
+        return offsets_to_json(start, found.topic_ids)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         from pyspark.sql.streaming.datasource import ReadAllAvailable
@@ -213,7 +256,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(limit) if limit else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        tps = self._partitions_now()
+        tps = self._partitions_now().partitions
         self._target = self._planner.metadata.latest(tps)
         log.info("Trigger.AvailableNow: reading up to %s", offsets_to_json(self._target))
 
@@ -228,28 +271,30 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # (and keeps asking while idle), so `start` is the newest offsets that can never be re-read.
             committer.completed(offsets_from_json(start))
         metadata = self._planner.metadata
-        current = self._partitions_now()
-        if self._target is not None:
-            current = current & set(self._target)
 
-        def rediscover() -> set[TopicPartition]:
-            found = self._partitions_now(force=True)
-            return found & set(self._target) if self._target is not None else found
+        def discovered(force: bool = False) -> Discovery:
+            found = self._partitions_now(force)
+            if self._target is None:
+                return found
+            return Discovery(found.partitions & set(self._target), found.topic_ids)
 
-        kept, latest, new = latest_of_existing(
+        # Partitions that enter (new ones at their earliest offset) or move (data_loss) get no records this
+        # batch, so the checkpoint always holds concrete offsets and a re-run plans exactly the same ranges.
+        kept, latest, moved, ids = next_positions(
             offsets_from_json(start),
-            current,
+            topic_ids_from_json(start),
+            discovered(),
             metadata,
-            rediscover,
+            lambda: discovered(force=True),
             subscription=self._options.subscription,
             fail_on_data_loss=self._options.fail_on_data_loss,
         )
         if self._target is not None:
             latest = {tp: min(o, self._target.get(tp, kept[tp])) for tp, o in latest.items()}
-        # New partitions enter at their earliest offset with no records this batch, so the checkpoint
-        # always holds concrete offsets and a re-run plans exactly the same ranges.
-        entering = metadata.earliest(new) if new else {}
-        self._reported = {**latest, **entering}
+        self._reported = {**latest, **moved}
+        self._reported_ids = ids
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        latest = self._align(kept, latest, max_rows)
         min_offsets = self._options.min_offsets_per_trigger
         if min_offsets is not None and self._target is None:
             skip, self._last_trigger_ms = delay_batch(
@@ -261,14 +306,41 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 last_trigger_ms=self._last_trigger_ms,
             )
             if skip:
-                return offsets_to_json({**kept, **entering})
-        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+                return offsets_to_json({**kept, **moved}, ids)
         end = apply_read_limit(kept, latest, max_rows)
-        end.update(entering)
-        return offsets_to_json(end)
+        end.update(moved)
+        return offsets_to_json(end, ids)
+
+    def _align(self, start: Offsets, latest: Offsets, max_rows: int | None) -> Offsets:
+        """``latest`` lowered by event-time alignment (``source.alignment``), for a batch that the read
+        limit ``max_rows`` ends; ``latest`` as it is without the option.
+
+        A changed status goes to the source's metrics file.
+        """
+        o = self._options
+        if o.max_event_time_drift_ms is None:
+            return latest
+        if self._aligner is None:
+            self._aligner = EventTimeAligner(
+                self._planner.metadata, o.max_event_time_drift_ms, o.partition_idle_timeout_ms
+            )
+        before = self._aligner.status
+        capped = self._aligner.cap(start, latest, bounded=self._target is not None, max_records=max_rows)
+        status = self._aligner.status
+        if status is None or status == before:
+            return capped
+        committer = self.committer
+        if committer is not None:
+            committer.metrics.event_time = status
+            committer.publish()
+        elif (path := self._metrics_path()) is not None:
+            self._metrics = self._metrics or SourceMetrics(group_id=o.group_id or "", mode=o.commit_mode)
+            self._metrics.event_time = status
+            write_source_metrics(path, self._metrics)
+        return capped
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        return offsets_to_json(self._reported) if self._reported is not None else None
+        return offsets_to_json(self._reported, self._reported_ids) if self._reported is not None else None
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         return self._planner.plan(offsets_from_json(start), offsets_from_json(end))
@@ -297,17 +369,21 @@ class KafkaBatchReader(DataSourceReader):
         """Resolve the start and end offsets now; an end before its start raises ConfigError."""
         self._planner = _Planner(options)
         metadata = self._planner.metadata
-        tps = self._planner.discover_initial()
+        tps = self._planner.discover_initial().partitions
         self._start = resolve_startup(options, metadata, tps)
-        self._end = ending_offsets(options, metadata, tps, metadata.latest(tps))
+        latest = metadata.latest(tps)
+        self._end = ending_offsets(options, metadata, tps, latest)
         for tp, end in self._end.items():
             if end < self._start.get(tp, end):
                 raise ConfigError(
                     f"endingOffsets for {tp} ({end}) is before its starting offset ({self._start[tp]})"
                 )
+        earliest, at_latest = bound_when_read(options, tps, self._end, latest)
+        # A task's own end lookup is right only where ListOffsets(latest) is (broker_gaps).
+        self._late = (earliest, at_latest if metadata.latest_is_exact() else set())
 
     def partitions(self) -> Sequence[InputPartition]:
-        return self._planner.plan(self._start, self._end)
+        return self._planner.plan(self._start, self._end, self._late)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return self._planner.read(partition)

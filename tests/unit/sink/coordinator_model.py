@@ -20,7 +20,7 @@ Also the tests' fake intent log, clock and fault hook, and the parts the committ
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from sparkafka.client.raw_log import Marker
@@ -211,6 +211,7 @@ class MemoryLog:
         self.entries: list[tuple[bytes | None, IntentRecord | None]] = []
         self.fail_next: str | None = None  # "lost" (not stored) or "landed" (stored all the same)
         self.reads = 0
+        self.forgotten_tasks: list[tuple[str, int]] = []
 
     def read(self) -> LogState:
         self.reads += 1
@@ -223,8 +224,9 @@ class MemoryLog:
         if failure:
             raise IntentWriteError("writing to the intent log timed out", ambiguous=True)
 
-    def forget(self, query_id: str) -> None:
+    def forget(self, query_id: str, tasks: Iterable[int] = ()) -> None:
         self.entries.append((query_id.encode(), None))
+        self.forgotten_tasks.extend((query_id, t) for t in tasks)
 
 
 class Crash(BaseException):

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkafka.source.commits import (
+    LIVE_WINDOW_S,
     MAX_PENDING_COMMITS,
     RECHECK_AFTER_S,
     CommitMark,
@@ -316,3 +317,28 @@ def test_group_commits_are_counted_over_every_run_as_the_sinks_counters_are(tmp_
     restarted.tick()
     assert restarted.metrics.commits_succeeded == 2
     assert json.loads(path.read_text())["commitsSucceeded"] == 2
+
+
+def test_the_stopped_mark_never_writes_over_a_reset_made_while_the_query_idled() -> None:
+    """Review finding F4: idle past the tool's window, the group was reset, then the query stopped."""
+    client = FakeClient()
+    c, clock = committer(client)
+    c.completed({A0: 10, A1: 10})
+    client.answer()
+    clock.now += LIVE_WINDOW_S + 1
+    client.group = {A0: 0, A1: 0}
+    c.close()
+    assert client.group == {A0: 0, A1: 0}
+    assert c.stopped_by is not None
+
+
+def test_a_group_whose_offsets_were_deleted_counts_as_moved() -> None:
+    client = FakeClient()
+    c, clock = committer(client)
+    c.completed({A0: 10})
+    client.answer()
+    client.group = {}  # kafka-consumer-groups --delete-offsets
+    clock.now += RECHECK_AFTER_S
+    c.completed({A0: 12})
+    assert c.stopped_by is not None
+    assert client.group == {}

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from sparkafka.client.core import close_all
-from sparkafka.errors import BrokerError, ConfigError
+from sparkafka.errors import BrokerError, ConfigError, DataLossError
 from sparkafka.source import fetch
 from sparkafka.source.fetch import OffsetRange, read_ranges
 from sparkafka.source.fetchers import Fetched, PythonFetcher, arrow_schema
@@ -108,11 +108,17 @@ def test_the_option_takes_the_three_choices_and_names_them_otherwise() -> None:
 
 
 class FakeFetcher:
-    """A scripted ``Fetcher``: each ``fetch`` answers the next ``Fetched`` (then nothing)."""
+    """A scripted ``Fetcher``: each ``fetch`` answers the next ``Fetched`` (then nothing).
 
-    def __init__(self, answers: list[Fetched], position: int = -1001) -> None:
-        self.answers = answers
+    Its position follows a real fetcher's rule (tests/integration/test_fetch.py checks both against a
+    broker): past every record returned, and past every event too when ``events_move`` (sparkafka_native)
+    or not (confluent-kafka's ``consume`` leaves it at an end-of-partition event's offset).
+    """
+
+    def __init__(self, answers: list[Fetched], position: int = -1001, events_move: bool = True) -> None:
+        self.answers = list(answers)  # popped: the parametrized list is shared by both rules
         self.at = position
+        self.events_move = events_move
         self.assigned: list[tuple[TopicPartition, int]] = []
 
     def list_topics(self, topic: str, timeout: float) -> None:
@@ -134,9 +140,10 @@ class FakeFetcher:
         self, tp: TopicPartition, end: int, max_rows: int, timeout_s: float, include_headers: bool
     ) -> Fetched:
         got = self.answers.pop(0) if self.answers else Fetched(None, None, False)
-        # As rd_kafka_consume_batch_queue does: the position moves past every message returned, events too.
+        # As rd_kafka_consume_batch_queue does: the position moves past every message returned (events too,
+        # with sparkafka_native's librdkafka).
         moved = [got.last_offset] if got.last_offset is not None else []
-        moved += [offset for *_, offset in got.events if offset >= 0]
+        moved += [offset for *_, offset in got.events if offset >= 0 and self.events_move]
         self.at = max([self.at, *(o + 1 for o in moved)])
         return got
 
@@ -213,12 +220,35 @@ def _eof(offset: int) -> tuple[Any, ...]:
         ),
     ],
 )
+@pytest.mark.parametrize("events_move", [True, False], ids=["native", "python"])
 def test_when_a_range_is_done(
-    answers: list[Fetched], position: int, expected: list[int], monkeypatch: pytest.MonkeyPatch
+    answers: list[Fetched],
+    position: int,
+    expected: list[int],
+    events_move: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert _read(FakeFetcher(answers, position), monkeypatch) == expected
+    assert _read(FakeFetcher(answers, position, events_move), monkeypatch) == expected
 
 
-def test_a_silent_partition_fails_after_the_poll_timeout_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("exact", [True, False], ids=["exact ends", "broker gap"])
+def test_a_silent_partition_fails_after_the_poll_timeout_naming_it(
+    monkeypatch: pytest.MonkeyPatch, exact: bool
+) -> None:
+    """The log reaches past the range's end (FakeFetcher: 0..99), or its end cannot be trusted: a broker
+    problem, not data loss."""
+    monkeypatch.setattr(fetch.broker_gaps, "latest_is_exact", lambda conf: exact)
     with pytest.raises(BrokerError, match="no records arrived for 0 ms while reading t-0 up to 10"):
         _read(FakeFetcher([Fetched(_rows([0]), 0, False)]), monkeypatch, poll_timeout_ms=0)
+
+
+def test_a_silent_partition_whose_log_ends_below_the_range_is_data_loss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Truncated(FakeFetcher):
+        def get_watermark_offsets(self, tp: Any, timeout: float) -> tuple[int, int]:
+            return 0, 1
+
+    monkeypatch.setattr(fetch.broker_gaps, "latest_is_exact", lambda conf: True)
+    with pytest.raises(DataLossError, match=r"t-0: offset 1 went out of range while reading up to 10"):
+        _read(Truncated([Fetched(_rows([0]), 0, False)]), monkeypatch, poll_timeout_ms=0)

@@ -136,6 +136,30 @@ def test_max_trigger_delay_reads_spark_durations(duration: str, ms: int) -> None
     assert parse(maxTriggerDelay=duration).max_trigger_delay_ms == ms
 
 
+@pytest.mark.parametrize(
+    ("duration", "ms"),
+    [
+        ("5 minutes", 300_000),  # as withWatermark writes it
+        ("5m", 300_000),  # as Spark's options write durations
+        ("1 hour 30 minutes", 5_400_000),
+        ("interval 10 seconds", 10_000),
+        ("1 MINUTE", 60_000),
+        ("1.5 hours", 5_400_000),
+    ],
+)
+def test_event_time_alignment_takes_watermark_and_spark_durations(duration: str, ms: int) -> None:
+    o = parse(maxEventTimeDrift=duration, partitionIdleTimeout=duration)
+    assert (o.max_event_time_drift_ms, o.partition_idle_timeout_ms) == (ms, ms)
+    assert parse().max_event_time_drift_ms is None  # unset: no alignment, today's behaviour
+
+
+def test_batch_reads_ignore_event_time_alignment(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        o = parse_source_options({**BASE, "maxEventTimeDrift": "5m"}, batch=True)
+    assert o.max_event_time_drift_ms is None
+    assert "maxEventTimeDrift and partitionIdleTimeout are ignored by a batch read" in caplog.text
+
+
 def test_spark_kafka_options_with_the_same_meaning_are_accepted() -> None:
     o = parse(maxOffsetsPerTrigger="10", failOnDataLoss="false", includeHeaders="true")
     assert (o.max_records_per_trigger, o.fail_on_data_loss, o.include_headers) == (10, False, True)
@@ -173,6 +197,11 @@ def test_spark_kafka_options_with_the_same_meaning_are_accepted() -> None:
         ({"kafka.auto.offset.reset": "smallest"}, "use earliest, latest or error"),
         ({"kafka.isolation.level": "dirty"}, "read_committed or read_uncommitted"),
         ({"endingOffsets": "latest"}, "batch reads"),
+        ({"maxEventTimeDrift": "0 minutes"}, "maxEventTimeDrift='0 minutes' must be longer than 0 ms"),
+        ({"maxEventTimeDrift": "five minutes"}, "maxEventTimeDrift='five minutes' is not a duration"),
+        ({"maxEventTimeDrift": "5 minutes 3"}, "is not a duration"),
+        ({"partitionIdleTimeout": "1m"}, "partitionIdleTimeout applies to event-time alignment only"),
+        ({"maxEventTimeDrift": "1m", "partitionIdleTimeout": "-1m"}, "partitionIdleTimeout='-1m' is not a"),
     ],
 )
 def test_bad_options_name_the_option(options: dict[str, Any], message: str) -> None:

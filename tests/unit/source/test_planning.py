@@ -6,19 +6,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkafka.errors import ConfigError, DataLossError, PartitionsGoneError
+from sparkafka.errors import ConfigError
 from sparkafka.source.options import Subscription, parse_source_options
 from sparkafka.source.planning import (
     Offsets,
     apply_read_limit,
+    bound_when_read,
     delay_batch,
     ending_offsets,
-    latest_of_existing,
     offsets_from_json,
     offsets_to_json,
-    reconcile,
     resolve_startup,
     split_ranges,
+    topic_ids_from_json,
 )
 from sparkafka.structs import TopicPartition
 
@@ -118,6 +118,29 @@ def test_batch_ends_by_timestamp_or_at_latest() -> None:
     assert batch_end(endingOffsetsByTimestamp='{"a": {"0": 3000}}') == {A0: 40, A1: 10, B0: 0}
 
 
+@pytest.mark.parametrize(
+    ("options", "first", "last"),
+    [
+        ({}, ALL, ALL),  # the batch defaults: earliest to latest, both bound when the task starts
+        ({"startingOffsets": '{"a": {"0": -2, "1": 4}, "b": {"0": -2}}'}, {A0, B0}, ALL),
+        ({"endingOffsets": '{"a": {"0": 30, "1": -1}}'}, ALL, {A1, B0}),  # b-0 not named: latest
+        ({"endingTimestamp": "1800"}, ALL, {A1, B0}),  # no record of a-1 or b-0 that new: latest
+        (
+            {"startingTimestamp": "1000", "endingOffsets": '{"a": {"0": 30, "1": 5}, "b": {"0": 0}}'},
+            set(),
+            set(),
+        ),
+    ],
+)
+def test_batch_reads_bind_earliest_and_latest_when_the_task_starts(
+    options: dict[str, str], first: set[TopicPartition], last: set[TopicPartition]
+) -> None:
+    opts = parse_source_options({"kafka.bootstrap.servers": "h:1", "subscribe": "a,b", **options}, batch=True)
+    meta = FakeMetadata()
+    latest = meta.latest(ALL)
+    assert bound_when_read(opts, ALL, ending_offsets(opts, meta, ALL, latest), latest) == (first, last)
+
+
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
 
@@ -178,19 +201,15 @@ def test_json_round_trip_is_sorted() -> None:
     assert list(data) == ["a", "b"]
     assert list(data["a"]) == ["0", "1"]
     assert offsets_from_json(data) == offsets
+    assert topic_ids_from_json(data) == {}
 
 
-def test_reconcile_new_dropped_and_lost() -> None:
-    sub = Subscription(topics=("a",))
-    kept, new, dropped = reconcile({A0: 3, B0: 4}, {A0, A1}, sub, fail_on_data_loss=True)
-    assert kept == {A0: 3}
-    assert new == {A1}
-    assert dropped == {B0}
-    with pytest.raises(DataLossError, match=r"a-1 .*no longer exists"):
-        reconcile({A0: 3, A1: 2}, {A0}, sub, fail_on_data_loss=True)
-    kept, _, dropped = reconcile({A0: 3, A1: 2}, {A0}, sub, fail_on_data_loss=False)
-    assert kept == {A0: 3}
-    assert dropped == {A1}
+def test_json_keeps_the_ids_of_its_topics_beside_the_offsets() -> None:
+    data = offsets_to_json({A0: 2, B0: 1}, {"b": "id-b", "a": "id-a", "c": "id-c"})
+    assert data == {"a": {"0": 2}, "b": {"0": 1}, "@topicIds": {"a": "id-a", "b": "id-b"}}
+    assert offsets_from_json(data) == {A0: 2, B0: 1}
+    assert topic_ids_from_json(data) == {"a": "id-a", "b": "id-b"}
+    assert offsets_to_json({A0: 2}, {"b": "id-b"}) == {"a": {"0": 2}}  # no key when no id is known
 
 
 def test_read_limit_proportional_and_never_starving() -> None:
@@ -245,67 +264,3 @@ def test_event_check_never_compares_errors_with_none() -> None:
     assert _has_events([Msg(eof)])
     assert not _has_events([Msg(None), Msg(None)])
     assert not _has_events([])
-
-
-class DeletingMetadata(FakeMetadata):
-    """Topic b was deleted: Apache Kafka answers UNKNOWN_TOPIC_OR_PARTITION, tansu answers offset 0."""
-
-    def __init__(self, style: str) -> None:
-        super().__init__()
-        self.style = style
-        self.logs[B0] = (0, 7)
-        self.deleted = True
-
-    def latest(self, tps: Iterable[TopicPartition]) -> Offsets:
-        tps = set(tps)
-        if self.deleted and B0 in tps:
-            if self.style == "kafka":
-                raise PartitionsGoneError({B0}, "b-0 no longer exist")
-            return {**super().latest(tps - {B0}), B0: 0}
-        return super().latest(tps)
-
-
-@pytest.mark.parametrize("style", ["kafka", "tansu"])
-@pytest.mark.parametrize("fail_on_data_loss", [True, False])
-def test_deleted_topic_under_a_running_query_is_decided_from_metadata(
-    style: str, fail_on_data_loss: bool
-) -> None:
-    meta = DeletingMetadata(style)
-    start = {A0: 40, B0: 7}
-    stale = {A0, B0}  # discovery not due: the last one still saw b
-    rediscovered: list[int] = []
-
-    def rediscover() -> set[TopicPartition]:
-        rediscovered.append(1)
-        return {A0, A1}
-
-    run = lambda: latest_of_existing(  # noqa: E731
-        start,
-        stale,
-        meta,
-        rediscover,
-        subscription=Subscription(topics=("a", "b")),
-        fail_on_data_loss=fail_on_data_loss,
-    )
-    if fail_on_data_loss:
-        with pytest.raises(DataLossError, match=r"b-0 .* no longer exists but is still subscribed"):
-            run()
-        return
-    kept, latest, new = run()
-    assert kept == {A0: 40}
-    assert latest == {A0: 50}
-    assert new == {A1}
-    assert rediscovered == [1]
-
-
-def test_healthy_partitions_never_rediscover() -> None:
-    calls: list[int] = []
-    kept, latest, new = latest_of_existing(
-        {A0: 40},
-        {A0},
-        FakeMetadata(),
-        lambda: calls.append(1) or set(),
-        subscription=Subscription(topics=("a",)),
-        fail_on_data_loss=True,
-    )
-    assert (kept, latest, new, calls) == ({A0: 40}, {A0: 50}, set(), [])

@@ -1,0 +1,134 @@
+"""Record timestamps at given offsets, by fetching: what event-time alignment asks that ListOffsets cannot.
+
+Runs on the driver side (Spark's source runner, planning a micro-batch) with one long-lived consumer per
+process and settings, assigned only for the lookup. Kafka has no request for "the timestamp of the record at
+offset N": a fetch from N returns the record batch holding N, so a lookup costs one fetch round trip for
+all partitions and about one record batch per partition. The consumer keeps at most ``queued.min.messages``
+records per partition queued, so it does not read ahead past what a lookup needs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from sparkafka.client.broker_gaps import fetch_wait_ms
+from sparkafka.client.core import (
+    DEFAULT_TIMEOUT_S,
+    broker_error,
+    cached,
+    is_leaderless,
+    learn_topics,
+    new_consumer,
+    next_messages,
+)
+from sparkafka.structs import TimestampedOffset, TopicPartition
+
+__all__ = ["scan_times"]
+
+_QUEUED_PER_PARTITION = 1000
+
+
+def scan_times(
+    conf: Mapping[str, str],
+    ranges: Mapping[TopicPartition, tuple[int, int]],
+    at_least_ms: int | None,
+    max_records: int,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> dict[TopicPartition, tuple[TimestampedOffset | None, int]]:
+    """Per ``(start, end)`` range: the first record in it whose timestamp is at least ``at_least_ms`` (any
+    record when None), and how far the scan looked.
+
+    The scan of a partition stops at that record (``(record, its offset)``), after ``max_records`` records
+    below it (``(None, offset after the last)``), at ``end`` (``(None, end)``), or at the end of the
+    partition as the isolation level reads it (``(None, that offset)``). Records a read_committed reader
+    skips (aborted transactions, markers) are not looked at. An offset below the log's start scans from
+    the log's start.
+
+    Raises:
+        BrokerError: the scan did not finish within ``timeout_s`` (or the fetch failed, not retriably).
+    """
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    todo = {tp: r for tp, r in ranges.items() if r[0] < r[1]}
+    out: dict[TopicPartition, tuple[TimestampedOffset | None, int]] = {
+        tp: (None, end) for tp, (start, end) in ranges.items() if tp not in todo
+    }
+    if not todo:
+        return out
+    consumer = _consumer(conf)
+    deadline = time.monotonic() + timeout_s
+    learn_topics(consumer, {tp.topic for tp in todo}, timeout_s)
+    consumer.assign(
+        [CTopicPartition(tp.topic, tp.partition, start) for tp, (start, _) in sorted(todo.items())]
+    )
+    looked = dict.fromkeys(todo, 0)
+    paused = []
+    try:
+        while todo:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                missing = ", ".join(map(str, sorted(todo)))
+                raise broker_error(f"looking up record timestamps of {missing}", conf, "timed out")
+            for msg in next_messages(consumer, 10_000, min(left, 0.1)):
+                tp = TopicPartition(msg.topic(), msg.partition())
+                if tp not in todo:
+                    continue  # done with it already; what the fetch brought beyond is dropped
+                looked[tp] += msg.error() is None
+                outcome = _outcome(
+                    conf, tp, msg, todo[tp], at_least_ms=at_least_ms, last=looked[tp] >= max_records
+                )
+                if outcome is None:
+                    continue
+                out[tp] = outcome
+                del todo[tp]
+                paused.append(CTopicPartition(tp.topic, tp.partition))
+                consumer.pause(paused[-1:])  # no further fetches for it
+    finally:
+        if paused:
+            consumer.resume(paused)  # the consumer is reused: no partition stays paused for the next lookup
+        consumer.unassign()
+    return out
+
+
+def _outcome(
+    conf: Mapping[str, str],
+    tp: TopicPartition,
+    msg: Any,
+    scan: tuple[int, int],
+    *,
+    at_least_ms: int | None,
+    last: bool,
+) -> tuple[TimestampedOffset | None, int] | None:
+    """What ``msg`` ends the scan of ``tp`` with (see ``scan_times``); None: it goes on. ``last``: the scan
+    has looked at as many records as it may."""
+    from confluent_kafka import KafkaError
+
+    start, end = scan
+    error = msg.error()
+    if error is not None:
+        if error.code() == KafkaError._PARTITION_EOF:
+            return None, max(start, min(end, int(msg.offset())))
+        if is_leaderless(error) or error.code() == KafkaError._AUTO_OFFSET_RESET:
+            return None  # librdkafka finds the new leader, or starts at the log's start, itself
+        raise broker_error(f"fetching {tp} to look up record timestamps", conf, error)
+    offset, timestamp = int(msg.offset()), int(msg.timestamp()[1])
+    if offset >= end:
+        return None, end
+    if at_least_ms is None or timestamp >= at_least_ms:
+        return TimestampedOffset(offset, timestamp), offset
+    return (None, offset + 1) if last else None
+
+
+def _consumer(conf: Mapping[str, str]) -> Any:
+    settings = {
+        **{k: v for k, v in conf.items() if k not in ("group.id", "enable.auto.commit", "auto.offset.reset")},
+        "group.id": "sparkafka-record-times",  # required by librdkafka; never joined or committed
+        "enable.auto.commit": "false",
+        "enable.partition.eof": "true",
+        "auto.offset.reset": "earliest",
+        "queued.min.messages": str(_QUEUED_PER_PARTITION),
+        "fetch.wait.max.ms": fetch_wait_ms(conf),
+    }
+    return cached("record-times-consumer", settings, lambda: new_consumer(settings), lambda c: c.close())

@@ -1,0 +1,553 @@
+"""Event-time alignment of partitions (Flink's watermark alignment), decided when a micro-batch is planned.
+
+Runs on the driver side, in Spark's Python source runner, inside ``latestOffset``: ``EventTimeAligner.cap``
+lowers each partition's end so that the batch reads no record at or after a bound of ``slowest +
+maxEventTimeDrift``. Why: Spark's watermark is the *largest* event time seen minus the delay, so a partition
+whose records are hours older than the others' (a backlog read from earliest, a slower producer, uneven
+retention) has them dropped as late. With every batch bounded and ``withWatermark(delay)`` at least the
+drift, the watermark never passes a record that a counted partition has still to deliver.
+
+**The bound.** Spark moves its watermark after a batch, from the batch's largest event time, and applies it
+to the next batches. What must hold is that every record a batch reads is below the drift past the slowest
+counted partition *where the next batch starts*: every record read later is then at least that partition's
+event time (up to the disorder below), so it is above the watermark. The bound is the drift past the
+slowest partition's event time at the batch's end (its ends as the read limit makes them), or at its start
+when that is later; the ends are checked against it once cut (and the bound falls back to the slowest
+where it starts, always safe, if a cut moved the slowest end back: out-of-order timestamps). So partitions
+that progress together read as wide a batch as the read limit gives, and only a partition ahead waits.
+
+**A partition's event time** is the timestamp of the first record at or after a position (for the status:
+the position it is at, the next record it will read); for a partition with nothing left there, the largest
+timestamp it holds (ListOffsets MAX_TIMESTAMP). Both are facts of the log at offsets, so planning after a
+restart, with every in-process cache gone, decides exactly as the process that planned before it: the plan
+depends on the offsets in Spark's checkpoint and the log, not on the history of the process. The max seen
+so far (Flink's bounded-out-of-orderness generator) would need that history, which the offsets JSON does
+not hold. The definition never overstates where a partition is: when its timestamps are out of order by at
+most D (every record is at least the largest earlier timestamp minus D), each record it delivers later is
+at least its event time minus D, so the guarantee holds with ``delay >= drift + D``; with timestamps in
+order (per partition), ``delay >= drift``.
+
+**Which partitions count** toward the slowest: every partition with a record to read, and every partition
+that has read all it holds but may get more (its records so far bound its next ones). Not counted:
+
+- ``idle``: nothing to read, and its newest record is more than ``partitionIdleTimeout`` older than the newest
+  record of any partition of the query. Time here is the stream's own (record timestamps), not the wall
+  clock: a restart decides the same, and a replay of old data treats a partition that went quiet as idle
+  where it went quiet in the data, not hours later by the clock. A partition with records to read is never
+  idle, so a partition held back by alignment never becomes idle (Flink's FLIP-471). It rejoins as soon as
+  it has a record to read, aligned from there (its records older than the watermark are late, as in Flink).
+- ``finished``: under ``Trigger.AvailableNow``, a partition that reached the end of what the run reads (as a
+  bounded Flink split that finished: it delivers nothing more in this run).
+- ``empty``: a partition holding no record at all has no event time to align to.
+
+**Progress is always possible**: the bound is at least the drift past the slowest partition's next record,
+so when that partition has records to read, the batch may include its next one; a batch never stalls on
+alignment alone. A quiet partition does hold the others back until ``partitionIdleTimeout`` says it is idle,
+as in Flink.
+
+The decision (``decide``, ``slowest_after``, ``cap_known``, ``cap_at_cut``, ``cap_after_scan``, ``settle``)
+is pure; ``EventTimeAligner`` asks the log (an ``EventTimeLog``: Kafka in production, a fake in tests) and
+keeps caches of log facts only (the first record at an offset, the first record at a timestamp), so a warm
+and a cold aligner plan the same.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, NamedTuple, Protocol, get_args
+
+from sparkafka.source.planning import apply_read_limit
+from sparkafka.structs import TimestampedOffset, TopicPartition
+
+__all__ = [
+    "ALIGNMENT_STATES",
+    "AlignmentState",
+    "AlignmentStatus",
+    "Decision",
+    "EventTimeAligner",
+    "EventTimeLog",
+    "PartitionEventTime",
+    "PartitionTimes",
+    "Scan",
+    "cap_after_scan",
+    "cap_at_cut",
+    "cap_known",
+    "decide",
+    "describe_duration",
+    "describe_time",
+    "settle",
+    "slowest_after",
+]
+
+log = logging.getLogger(__name__)
+
+AlignmentState = Literal["active", "held", "idle", "finished", "empty"]
+"""``active``: counts toward the slowest and reads what the other limits allow; ``held``: counts, is not the
+slowest, and alignment ends its range before its latest offset (it waits for the slowest); ``idle``,
+``finished``, ``empty``: does not count (see the module's docstring)."""
+ALIGNMENT_STATES: tuple[AlignmentState, ...] = get_args(AlignmentState)
+
+SCAN_LIMIT = 10_000
+"""Records a scan for the bound looks at per partition before it stops there (see ``cap_after_scan``)."""
+
+
+class PartitionTimes(NamedTuple):
+    """What the decision knows of one partition at one position (a batch's start, or a planned end)."""
+
+    position: int
+    latest: int
+    """The end the batch may read to (the latest offset, or the availableNow target)."""
+    next: TimestampedOffset | None
+    """The first record at or after ``position`` (None: no record there yet, or only transaction markers)."""
+    newest: TimestampedOffset | None
+    """The record with the largest timestamp in the partition (None: the partition holds no record)."""
+
+    @property
+    def readable(self) -> bool:
+        """Whether a record lies in ``[position, latest)``."""
+        return self.next is not None and self.next.offset < self.latest
+
+    @property
+    def event_time_ms(self) -> int | None:
+        """The next record's timestamp, else the newest one's; None for a partition with no record."""
+        if self.next is not None:
+            return self.next.timestamp_ms
+        return self.newest.timestamp_ms if self.newest is not None else None
+
+
+class Scan(NamedTuple):
+    """What a scan from a position found: the first record at or above a timestamp, or how far it looked."""
+
+    found: TimestampedOffset | None
+    scanned_to: int
+    """No record in ``[position, scanned_to)`` is at or above the timestamp (when ``found`` is None)."""
+
+
+class EventTimeLog(Protocol):
+    """What alignment asks of the log. Implemented over Kafka (``source.admin``), and by fakes in tests."""
+
+    def newest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, TimestampedOffset | None]:
+        """Per partition its record with the largest timestamp (ListOffsets MAX_TIMESTAMP); None if empty."""
+        ...
+
+    def at_time(
+        self, tps: Iterable[TopicPartition], timestamp_ms: int
+    ) -> dict[TopicPartition, TimestampedOffset | None]:
+        """Per partition its first record whose timestamp is >= ``timestamp_ms`` (ListOffsets by
+        timestamp, from the log's start); None when no record is that new."""
+        ...
+
+    def scan(
+        self, ranges: Mapping[TopicPartition, tuple[int, int]], at_least_ms: int | None, max_records: int
+    ) -> dict[TopicPartition, Scan]:
+        """Per ``(start, end)``: the first record in it with timestamp >= ``at_least_ms`` (any record when
+        None), looking at no more than ``max_records`` records (by fetching)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``decide``'s answer: which partitions count, and the slowest of them where they are now."""
+
+    states: Mapping[TopicPartition, AlignmentState]
+    """``active`` for every counted partition here; ``settle`` tells ``held`` ones apart."""
+    slowest: TopicPartition | None
+    """None: no partition counts, nothing is bound."""
+    slowest_ms: int | None
+
+
+def decide(
+    times: Mapping[TopicPartition, PartitionTimes], *, idle_timeout_ms: int | None, bounded: bool
+) -> Decision:
+    """Which partitions count at the batch's start, and the slowest of them (ties: the first in order).
+
+    ``bounded``: the run reads to a fixed end (``Trigger.AvailableNow``), so a partition with nothing left
+    to read is finished.
+    """
+    newest_anywhere = max(
+        (t.newest.timestamp_ms for t in times.values() if t.newest is not None), default=None
+    )
+    states: dict[TopicPartition, AlignmentState] = {}
+    for tp, t in times.items():
+        if t.readable:
+            states[tp] = "active"
+        elif bounded:
+            states[tp] = "finished"
+        elif t.event_time_ms is None:
+            states[tp] = "empty"
+        elif (
+            idle_timeout_ms is not None
+            and newest_anywhere is not None
+            and t.newest is not None
+            and t.newest.timestamp_ms < newest_anywhere - idle_timeout_ms
+        ):
+            states[tp] = "idle"
+        else:
+            states[tp] = "active"
+    # A counted partition has an event time: a record to read, or records read ("empty" otherwise).
+    counted = [(t.event_time_ms or 0, tp) for tp, t in times.items() if states[tp] == "active"]
+    if not counted:
+        return Decision(states, None, None)
+    slowest_ms, slowest = min(counted)
+    return Decision(states, slowest, slowest_ms)
+
+
+def slowest_after(decision: Decision, at_ends: Mapping[TopicPartition, PartitionTimes]) -> int | None:
+    """The lowest event time among the counted partitions at their planned ends (where the next batch
+    starts); None when nothing counts."""
+    times = [at_ends[tp].event_time_ms or 0 for tp, state in decision.states.items() if state == "active"]
+    return min(times, default=None)
+
+
+def cap_known(t: PartitionTimes, bound_ms: int) -> int | None:
+    """The end alignment allows a partition when no lookup is needed; None: look up its first record at
+    the bound (``cap_at_cut``)."""
+    if not t.readable:
+        return t.latest  # nothing to read there (at most transaction markers): nothing to bound
+    if t.newest is not None and t.newest.timestamp_ms < bound_ms:
+        return t.latest  # every record it holds is below the bound
+    if t.next is not None and t.next.timestamp_ms >= bound_ms:
+        return t.position  # its very next record is at or past the bound: held where it is
+    return None
+
+
+def cap_at_cut(t: PartitionTimes, cut: TimestampedOffset | None) -> int | None:
+    """The end of a partition whose next record is below the bound and whose newest is not, from its first
+    record at or above the bound (``EventTimeLog.at_time``); None: the caller scans (``cap_after_scan``).
+
+    ListOffsets searches from the log's start, so every record before that offset is below the bound,
+    whatever the order of the timestamps. It is used when it lies past the next record. Otherwise it is a
+    record before the position (read already: out-of-order timestamps, a partition that rejoined) or one a
+    read_committed reader skips (an aborted transaction's, which ListOffsets still finds): it says nothing
+    of the records from the next one on, and ending there could keep the partition from advancing.
+    """
+    if cut is None:
+        return t.latest  # no record is that new
+    if t.next is not None and cut.offset > t.next.offset:
+        return min(cut.offset, t.latest)
+    return None
+
+
+def cap_after_scan(t: PartitionTimes, scan: Scan) -> int:
+    """The end from a scan from the position: before the first record at or above the bound, or where the
+    scan stopped (``SCAN_LIMIT`` records, all below it)."""
+    end = scan.found.offset if scan.found is not None else scan.scanned_to
+    return max(t.position, min(end, t.latest))
+
+
+def settle(
+    decision: Decision,
+    times: Mapping[TopicPartition, PartitionTimes],
+    caps: Mapping[TopicPartition, int],
+    ends: Mapping[TopicPartition, int],
+    *,
+    bound_ms: int | None,
+    drift_ms: int,
+    idle_timeout_ms: int | None,
+) -> AlignmentStatus:
+    """The plan's status. ``held``: a counted partition, not the slowest, that alignment ends before its
+    latest offset (its cap is where the batch ends it: it waits for the slowest)."""
+    partitions = {}
+    for tp, t in times.items():
+        state = decision.states[tp]
+        if state == "active" and tp != decision.slowest and caps[tp] < t.latest and ends[tp] == caps[tp]:
+            state = "held"
+        partitions[tp] = PartitionEventTime(t.event_time_ms, state)
+    quiet = decision.slowest is not None and not times[decision.slowest].readable
+    return AlignmentStatus(bound_ms, decision.slowest, partitions, drift_ms, idle_timeout_ms, quiet)
+
+
+@dataclass(frozen=True)
+class PartitionEventTime:
+    """One partition as the source's metrics show it."""
+
+    event_time_ms: int | None
+    """Its event time (see the module's docstring); None for a partition with no record."""
+    state: AlignmentState
+
+
+@dataclass(frozen=True)
+class AlignmentStatus:
+    """The last plan's alignment, per partition: what the source's metrics file carries (``eventTime``)."""
+
+    bound_ms: int | None
+    """The batch reads no record at or after this timestamp; None: nothing counts, nothing is bound."""
+    slowest: TopicPartition | None
+    """The counted partition with the lowest event time where the batch starts."""
+    partitions: Mapping[TopicPartition, PartitionEventTime]
+    drift_ms: int = 0
+    idle_timeout_ms: int | None = None
+    slowest_quiet: bool = False
+    """The slowest partition has nothing to read: it holds the others until it gets records or is idle."""
+
+    @property
+    def held(self) -> list[TopicPartition]:
+        """The partitions alignment stopped before their latest offset, in order."""
+        return sorted(tp for tp, p in self.partitions.items() if p.state == "held")
+
+    @property
+    def hold(self) -> tuple[object, ...]:
+        """What alignment holds back, behind what: (partitions held, the slowest, whether it is quiet), or
+        ``()`` when it holds nothing. Log lines and ``sparkafka run``'s lines are written when it changes."""
+        return (self.held, self.slowest, self.slowest_quiet) if self.held else ()
+
+    @property
+    def slowest_ms(self) -> int | None:
+        """The slowest partition's event time (the lowest among the counted partitions, where they are)."""
+        return None if self.slowest is None else self.partitions[self.slowest].event_time_ms
+
+    def to_json(self) -> dict[str, Any]:
+        """The status as the metrics file holds it: camelCase keys, partitions per topic and partition."""
+        parts: dict[str, dict[str, dict[str, Any]]] = {}
+        for tp, p in sorted(self.partitions.items()):
+            parts.setdefault(tp.topic, {})[str(tp.partition)] = {
+                "eventTimeMs": p.event_time_ms,
+                "state": p.state,
+            }
+        return {
+            "driftMs": self.drift_ms,
+            "idleTimeoutMs": self.idle_timeout_ms,
+            "boundMs": self.bound_ms,
+            "slowest": None if self.slowest is None else [self.slowest.topic, self.slowest.partition],
+            "slowestQuiet": self.slowest_quiet,
+            "partitions": parts,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AlignmentStatus:
+        """The inverse of ``to_json``."""
+        slowest = data.get("slowest")
+        return cls(
+            bound_ms=data.get("boundMs"),
+            slowest=None if slowest is None else TopicPartition(str(slowest[0]), int(slowest[1])),
+            partitions={
+                TopicPartition(t, int(p)): PartitionEventTime(v.get("eventTimeMs"), v["state"])
+                for t, parts in data.get("partitions", {}).items()
+                for p, v in parts.items()
+            },
+            drift_ms=int(data.get("driftMs", 0)),
+            idle_timeout_ms=data.get("idleTimeoutMs"),
+            slowest_quiet=bool(data.get("slowestQuiet", False)),
+        )
+
+    def describe_hold(self) -> str | None:
+        """One sentence on what alignment holds back and behind which partition; None when it holds nothing.
+
+        For the source's log and ``sparkafka run``'s progress lines (driver side).
+        """
+        held = self.held
+        if not held or self.slowest is None:
+            return None
+        names = ", ".join(map(str, held[:8])) + (f" and {len(held) - 8} more" if len(held) > 8 else "")
+        text = (
+            f"event-time alignment holds {names} at {describe_time(self.bound_ms)} (slowest {self.slowest} "
+            f"at {describe_time(self.slowest_ms)}, maxEventTimeDrift {describe_duration(self.drift_ms)})"
+        )
+        if self.slowest_quiet:
+            text += f"; {self.slowest} has no new records"
+            if self.idle_timeout_ms is None:
+                text += ": set partitionIdleTimeout so that a quiet partition stops holding the others back"
+        return text
+
+
+def describe_duration(ms: int) -> str:
+    """``600000`` as ``10m``, ``1500`` as ``1500ms``: the largest unit that divides it."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def describe_time(ms: int | None) -> str:
+    """An epoch-ms timestamp as ``2026-11-25 09:00:00.000 UTC`` for logs and progress lines."""
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+class EventTimeAligner:
+    """Caps each micro-batch's end offsets by event time; lives in Spark's source runner (driver side).
+
+    Per plan it asks the log for: the newest record of partitions whose latest offset moved (one
+    ListOffsets for all), the first record at positions it does not know yet (the batch's start, its
+    planned ends: a fetch for all), and the first record at the bound for partitions that reach it (one
+    ListOffsets for all). Known answers are kept: they are facts of the log at an offset, so the plan does
+    not depend on them being there. The ends planned for one batch are the next one's start, so in a
+    catch-up most starts are known already.
+
+    Args:
+        log: the log to ask (Kafka in production).
+        drift_ms: ``maxEventTimeDrift``.
+        idle_timeout_ms: ``partitionIdleTimeout`` (None: a partition is never idle).
+        scan_limit: see ``SCAN_LIMIT``.
+    """
+
+    def __init__(
+        self, log: EventTimeLog, drift_ms: int, idle_timeout_ms: int | None, scan_limit: int = SCAN_LIMIT
+    ) -> None:
+        """Nothing is asked of the log until the first plan."""
+        if drift_ms <= 0 or scan_limit <= 0:
+            raise ValueError("drift_ms and scan_limit must be positive")
+        self._log = log
+        self._drift_ms = drift_ms
+        self._idle_timeout_ms = idle_timeout_ms
+        self._scan_limit = scan_limit
+        self._newest: dict[TopicPartition, tuple[int, TimestampedOffset | None]] = {}
+        """Per partition: (the latest offset it was asked at, its newest record then)."""
+        self._records: dict[TopicPartition, dict[int, tuple[int, TimestampedOffset | None]]] = {}
+        """Per partition: position -> (looked up to, the first record at or after it; None: none there)."""
+        self._cuts: dict[TopicPartition, tuple[int, TimestampedOffset]] = {}
+        """Per partition: (bound, its first record at or above the bound)."""
+        self.status: AlignmentStatus | None = None
+        """The last plan's status (None before the first)."""
+
+    def cap(
+        self,
+        start: Mapping[TopicPartition, int],
+        latest: Mapping[TopicPartition, int],
+        *,
+        bounded: bool,
+        max_records: int | None,
+    ) -> dict[TopicPartition, int]:
+        """``latest`` lowered so that the batch from ``start`` reads nothing at or after the bound.
+
+        ``max_records``: the read limit (``maxOffsetsPerTrigger``) the caller applies to the answer with
+        ``apply_read_limit``, as the plan here does. The answer is never below ``start`` nor above
+        ``latest``. ``bounded``: under Trigger.AvailableNow.
+        """
+        for tp, pos in start.items():  # positions only move forward: older answers are never needed again
+            known = self._records.setdefault(tp, {})
+            for old in [o for o in known if o < pos]:
+                del known[old]
+        times = self._times(start, latest)
+        decision = decide(times, idle_timeout_ms=self._idle_timeout_ms, bounded=bounded)
+        caps: dict[TopicPartition, int] = dict(latest)
+        bound = None
+        if decision.slowest_ms is not None:
+            bound, caps = self._widest(decision, decision.slowest_ms, times, max_records)
+        before, self.status = (
+            self.status,
+            settle(
+                decision,
+                times,
+                caps,
+                apply_read_limit(start, caps, max_records),
+                bound_ms=bound,
+                drift_ms=self._drift_ms,
+                idle_timeout_ms=self._idle_timeout_ms,
+            ),
+        )
+        self._log_change(before, self.status)
+        return caps
+
+    def _widest(
+        self,
+        decision: Decision,
+        slowest_ms: int,
+        times: Mapping[TopicPartition, PartitionTimes],
+        max_records: int | None,
+    ) -> tuple[int, dict[TopicPartition, int]]:
+        """The widest bound, and its caps, for which the batch ends with every record below the drift past
+        the slowest counted partition where it then stands (or where it starts: always true of
+        ``slowest_ms + drift``, taken when no wider bound holds).
+
+        Tried first: the drift past the slowest end as the read limit alone would make the ends; then again
+        with the partitions that bound holds where they are left out of the read limit's share (so the
+        others get it). A bound is taken only when the ends it makes keep it; each try is wider.
+        """
+        start = {tp: t.position for tp, t in times.items()}
+        latest = {tp: t.latest for tp, t in times.items()}
+        safe = slowest_ms + self._drift_ms
+        bound, caps = safe, None
+        hint = apply_read_limit(start, latest, max_records)
+        for _ in range(len(times) + 1):
+            wider = max(slowest_ms, slowest_after(decision, self._times(hint, latest)) or 0) + self._drift_ms
+            if caps is not None and wider <= bound:
+                break
+            wider_caps = self._caps(times, wider)
+            ends = self._times(apply_read_limit(start, wider_caps, max_records), latest)
+            if wider > safe and (slowest_after(decision, ends) or 0) + self._drift_ms < wider:
+                break  # the cuts moved the slowest end back (out-of-order timestamps): not this one
+            bound, caps = wider, wider_caps
+            held = {tp for tp, t in times.items() if t.readable and caps[tp] == t.position}
+            hint = apply_read_limit(
+                start, {tp: start[tp] if tp in held else latest[tp] for tp in times}, max_records
+            )
+        return bound, caps if caps is not None else self._caps(times, safe)
+
+    def _log_change(self, before: AlignmentStatus | None, now: AlignmentStatus) -> None:
+        """A line when the partitions held, or the one they wait for, change (not on every plan)."""
+        if (before.hold if before is not None else ()) == now.hold:
+            return
+        quiet_blocks = now.slowest_quiet and self._idle_timeout_ms is None and bool(now.held)
+        log.log(
+            logging.WARNING if quiet_blocks else logging.INFO,
+            "%s",
+            now.describe_hold() or "event-time alignment holds no partition back",
+        )
+
+    def _times(
+        self, positions: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, PartitionTimes]:
+        stale = [tp for tp in positions if tp not in self._newest or self._newest[tp][0] != latest[tp]]
+        if stale:
+            found = self._log.newest(stale)
+            for tp in stale:
+                self._newest[tp] = (latest[tp], found.get(tp))
+        lookup = {}
+        for tp, pos in positions.items():
+            newest = self._newest[tp][1]
+            # Up to latest, or past it to the newest record when the log grew between the two lookups
+            # (then the newest record is not behind the position, and the next one is what counts).
+            reach = max(latest[tp], newest.offset + 1 if newest is not None else 0)
+            looked = self._records.setdefault(tp, {}).get(pos)
+            if pos < reach and (looked is None or (looked[1] is None and looked[0] < reach)):
+                lookup[tp] = (pos, reach)
+        if lookup:
+            for tp, scan in self._log.scan(lookup, None, 1).items():
+                self._records[tp][lookup[tp][0]] = (scan.scanned_to, scan.found)
+        return {
+            tp: PartitionTimes(pos, latest[tp], self._records[tp].get(pos, (0, None))[1], self._newest[tp][1])
+            for tp, pos in positions.items()
+        }
+
+    def _caps(
+        self, times: Mapping[TopicPartition, PartitionTimes], bound_ms: int
+    ) -> dict[TopicPartition, int]:
+        caps: dict[TopicPartition, int | None] = {tp: cap_known(t, bound_ms) for tp, t in times.items()}
+        missing = [tp for tp, cap in caps.items() if cap is None]
+        if missing:
+            cuts = self._cuts_at(missing, bound_ms)
+            scan: dict[TopicPartition, tuple[int, int]] = {}
+            for tp in missing:
+                caps[tp] = cap_at_cut(times[tp], cuts[tp])
+                if caps[tp] is None:
+                    scan[tp] = (times[tp].position, times[tp].latest)
+            if scan:
+                scanned = self._log.scan(scan, bound_ms, self._scan_limit)
+                for tp in scan:
+                    caps[tp] = cap_after_scan(times[tp], scanned[tp])
+        return {tp: int(cap) for tp, cap in caps.items() if cap is not None}
+
+    def _cuts_at(
+        self, tps: list[TopicPartition], bound_ms: int
+    ) -> dict[TopicPartition, TimestampedOffset | None]:
+        out: dict[TopicPartition, TimestampedOffset | None] = {}
+        ask = []
+        for tp in tps:
+            cached = self._cuts.get(tp)
+            if cached is not None and cached[0] == bound_ms:
+                out[tp] = cached[1]
+            else:
+                ask.append(tp)
+        if ask:
+            found = self._log.at_time(ask, bound_ms)
+            for tp in ask:
+                cut = found.get(tp)
+                out[tp] = cut
+                if cut is not None:  # a record that new exists: the answer stays true as the log grows
+                    self._cuts[tp] = (bound_ms, cut)
+        return out

@@ -1,0 +1,220 @@
+"""Event-time alignment beside Spark's connector: a skewed backlog into a windowed count with a watermark.
+
+4 partitions: partition 0 holds three hours of records, partitions 1-3 only the last ten minutes. Read from
+earliest with ``maxOffsetsPerTrigger`` into a 1-minute windowed count with a 10-minute watermark, Spark's
+``format("kafka")`` races partitions 1-3 ahead and drops most of partition 0 as late; ``format("sparkafka")``
+with ``maxEventTimeDrift`` of 10 minutes drops nothing, and a restart in the middle of the catch-up plans the
+same ranges and gives the same windows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+from confluent_kafka import Producer
+
+from sparkafka.source.commits import read_source_metrics
+from tests.support.kafka import Kafka, Offsets
+from tests.support.queries import checkpoint_batches, source
+
+HOUR, MINUTE = 3_600_000, 60_000
+T = 1_700_000_000_000 // HOUR * HOUR  # the end of the data (2023), on an hour
+SKEWED = 360 + 3 * 60
+"""Partition 0: one record every 30 s for three hours; partitions 1-3: one every 10 s for ten minutes."""
+
+
+def produce(conf: dict[str, str], topic: str, records: list[tuple[int, int]]) -> None:
+    """``(partition, timestamp)`` records, in order."""
+    producer = Producer(conf)
+    for i, (partition, timestamp) in enumerate(records):
+        producer.produce(topic, f"v{i}".encode(), partition=partition, timestamp=timestamp)
+    assert producer.flush(30) == 0
+
+
+def skewed_records() -> list[tuple[int, int]]:
+    records = [(0, T - 3 * HOUR + i * 30_000) for i in range(360)]
+    return records + [(p, T - 10 * MINUTE + i * 10_000 + p) for p in (1, 2, 3) for i in range(60)]
+
+
+def window_counts(df: Any) -> Any:
+    from pyspark.sql.functions import window
+
+    return df.groupBy(window("timestamp", "1 minute")).count().selectExpr("window.start AS start", "count")
+
+
+class Windows:
+    """A windowed count with a 10-minute watermark, run availableNow in update mode, collected per window."""
+
+    def __init__(self) -> None:
+        self.counts: dict[dt.datetime, int] = {}
+        self.dropped = 0
+        self.batches = 0
+        self._fail_at: int | None = None
+
+    def run(self, df: Any, checkpoint: str, fail_at: int | None = None) -> None:
+        """Until the end; ``fail_at``: the foreachBatch of that batch fails once (a crash mid-catch-up),
+        and the query is started again from its checkpoint."""
+        self._fail_at = fail_at
+        counted = window_counts(df.withWatermark("timestamp", "10 minutes"))
+        if fail_at is not None:
+            with pytest.raises(Exception, match="crash mid-catch-up"):
+                self._start(counted, checkpoint)
+        self._start(counted, checkpoint)
+
+    def _start(self, counted: Any, checkpoint: str) -> None:
+        query = (
+            counted.writeStream.outputMode("update")
+            .foreachBatch(self._collect)
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            assert query.awaitTermination(300), "query did not finish"
+        finally:
+            self.dropped += sum(
+                op.get("numRowsDroppedByWatermark", 0)
+                for progress in query.recentProgress
+                for op in progress.get("stateOperators", [])
+            )
+
+    def _collect(self, batch: Any, batch_id: int) -> None:
+        if batch_id == self._fail_at:
+            self._fail_at = None
+            raise RuntimeError("crash mid-catch-up")
+        self.batches += 1
+        for row in batch.collect():
+            self.counts[row["start"]] = row["count"]
+
+
+class Skewed(NamedTuple):
+    topic: str
+    expected: dict[dt.datetime, int]
+    """Per window start, the count of a batch read of the topic."""
+    aligned: Windows
+    """sparkafka's aligned, uninterrupted run."""
+    offsets: dict[int, Offsets]
+    """Its end offsets per batch, from its checkpoint."""
+
+
+@pytest.fixture(scope="module")
+def skewed(kafka_conf: dict[str, str], spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Skewed:
+    """The skewed topic, what a batch count of it gives, and sparkafka's aligned run of it (run once)."""
+    topic = Kafka(kafka_conf).topic(partitions=4)
+    produce(kafka_conf, topic, skewed_records())
+    bootstrap = kafka_conf["bootstrap.servers"]
+    batch = (
+        spark.read.format("sparkafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+    )
+    expected = {r["start"]: r["count"] for r in window_counts(batch.load()).collect()}
+    assert sum(expected.values()) == SKEWED
+    checkpoint = str(tmp_path_factory.mktemp("aligned") / "checkpoint")
+    ours = Windows()
+    ours.run(aligned(spark, bootstrap, topic), checkpoint)
+    return Skewed(topic, expected, ours, checkpoint_batches(checkpoint)[0])
+
+
+def aligned(spark: Any, bootstrap: str, topic: str) -> Any:
+    return source(
+        spark,
+        bootstrap,
+        subscribe=topic,
+        startingOffsets="earliest",
+        maxOffsetsPerTrigger=100,
+        maxEventTimeDrift="10 minutes",
+    )
+
+
+def test_spark_drops_a_lagging_partition_as_late_and_aligned_sparkafka_drops_nothing(
+    spark: Any, bootstrap: str, skewed: Skewed, tmp_path: Path
+) -> None:
+    ours = skewed.aligned
+    theirs = Windows()
+    df = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", skewed.topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", 100)
+        .load()
+    )
+    theirs.run(df, str(tmp_path / "theirs"))
+    counted = sum(theirs.counts.values())
+    print(
+        f"\nSpark's format('kafka'): {counted} of {SKEWED} records counted, {SKEWED - counted} dropped as "
+        f"late (numRowsDroppedByWatermark {theirs.dropped}) in {theirs.batches} batches; sparkafka aligned: "
+        f"{sum(ours.counts.values())} counted, numRowsDroppedByWatermark {ours.dropped}, "
+        f"{ours.batches} batches"
+    )
+    assert counted < SKEWED - 100  # most of partition 0's three hours are late for Spark
+    assert ours.counts == skewed.expected  # every window equals the batch count of the same records
+    assert ours.dropped == 0
+
+
+def test_a_restart_mid_catch_up_plans_the_same_ranges_and_gives_the_same_windows(
+    spark: Any, bootstrap: str, skewed: Skewed, checkpoint: str
+) -> None:
+    assert len(skewed.offsets) >= 6  # a catch-up of several batches
+    restarted = Windows()
+    restarted.run(aligned(spark, bootstrap, skewed.topic), checkpoint, fail_at=3)
+    assert restarted.counts == skewed.expected
+    assert restarted.dropped == 0
+    assert (
+        checkpoint_batches(checkpoint)[0] == skewed.offsets
+    )  # the restarted source planned every batch the same
+
+
+@pytest.mark.parametrize("idle_timeout", [None, "1 minute"])
+def test_quiet_partitions_hold_the_others_until_they_are_idle(
+    spark: Any,
+    kafka_conf: dict[str, str],
+    bootstrap: str,
+    kafka: Kafka,
+    tmp_path: Path,
+    idle_timeout: str | None,
+) -> None:
+    """Partitions 1-3 get one record each and go quiet; partition 0 has three hours of records."""
+    topic = kafka.topic(partitions=4)
+    produce(kafka_conf, topic, [(0, T - 3 * HOUR + i * MINUTE) for i in range(180)])
+    produce(kafka_conf, topic, [(p, T - 3 * HOUR + 30_000) for p in (1, 2, 3)])
+    metrics = str(tmp_path / "metrics.json")
+    options = {"partitionIdleTimeout": idle_timeout} if idle_timeout else {}
+    df = source(
+        spark,
+        bootstrap,
+        subscribe=topic,
+        startingOffsets="earliest",
+        maxEventTimeDrift="10 minutes",
+        metricsFile=metrics,
+        **options,
+    )
+    name = f"idle_{uuid.uuid4().hex[:10]}"
+    query = (
+        df.writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        per_partition = {
+            r["partition"]: r["n"]
+            for r in spark.sql(f"SELECT partition, count(*) n FROM {name} GROUP BY 1").collect()
+        }
+    finally:
+        query.stop()
+    status = read_source_metrics("", metrics)
+    assert status is not None
+    assert status.event_time is not None
+    states = {tp.partition: p.state for tp, p in status.event_time.partitions.items()}
+    if idle_timeout is None:  # Flink's rule: a quiet partition holds the others back
+        assert per_partition == {0: 11, 1: 1, 2: 1, 3: 1}  # up to 10 min 30 s past the quiet ones
+        assert states == {0: "held", 1: "active", 2: "active", 3: "active"}
+        assert status.event_time.slowest_quiet
+    else:  # quiet for longer than the timeout: idle, and partition 0 is read to the end
+        assert per_partition == {0: 180, 1: 1, 2: 1, 3: 1}
+        assert states == {0: "active", 1: "idle", 2: "idle", 3: "idle"}

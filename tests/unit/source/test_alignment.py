@@ -1,0 +1,471 @@
+"""Event-time alignment: the decision table, and properties over simulated logs and Spark's watermark."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparkafka.source.alignment import (
+    AlignmentStatus,
+    EventTimeAligner,
+    PartitionTimes,
+    Scan,
+    cap_after_scan,
+    cap_at_cut,
+    cap_known,
+    decide,
+)
+from sparkafka.source.planning import apply_read_limit
+from sparkafka.structs import TimestampedOffset, TopicPartition
+
+A0, A1, A2, A3 = (TopicPartition("a", p) for p in range(4))
+
+
+@dataclass
+class FakeLog:
+    """Partitions as lists of (timestamp, visible) by offset; invisible records are aborted ones (ListOffsets
+    sees them, a read_committed fetch does not)."""
+
+    records: dict[TopicPartition, list[tuple[int, bool]]]
+    calls: list[str] = field(default_factory=list)
+
+    def end(self, tp: TopicPartition) -> int:
+        return len(self.records[tp])
+
+    def newest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, TimestampedOffset | None]:
+        self.calls.append("newest")
+        out: dict[TopicPartition, TimestampedOffset | None] = {}
+        for tp in tps:
+            recs = self.records[tp]
+            out[tp] = max(
+                (TimestampedOffset(o, ts) for o, (ts, _) in enumerate(recs)),
+                key=lambda r: r[::-1],
+                default=None,
+            )
+        return out
+
+    def at_time(
+        self, tps: Iterable[TopicPartition], timestamp_ms: int
+    ) -> dict[TopicPartition, TimestampedOffset | None]:
+        self.calls.append("at_time")
+        return {
+            tp: next(
+                (
+                    TimestampedOffset(o, ts)
+                    for o, (ts, _) in enumerate(self.records[tp])
+                    if ts >= timestamp_ms
+                ),
+                None,
+            )
+            for tp in tps
+        }
+
+    def scan(
+        self, ranges: Mapping[TopicPartition, tuple[int, int]], at_least_ms: int | None, max_records: int
+    ) -> dict[TopicPartition, Scan]:
+        self.calls.append("scan")
+        out = {}
+        for tp, (start, end) in ranges.items():
+            looked = 0
+            result = Scan(None, end)
+            for o in range(start, min(end, self.end(tp))):
+                ts, visible = self.records[tp][o]
+                if not visible:
+                    continue
+                if at_least_ms is None or ts >= at_least_ms:
+                    result = Scan(TimestampedOffset(o, ts), o)
+                    break
+                looked += 1
+                if looked >= max_records:
+                    result = Scan(None, o + 1)
+                    break
+            out[tp] = result
+        return out
+
+
+def times(
+    position: int, latest: int, nxt: tuple[int, int] | None, newest: tuple[int, int] | None
+) -> PartitionTimes:
+    return PartitionTimes(
+        position,
+        latest,
+        None if nxt is None else TimestampedOffset(*nxt),
+        None if newest is None else TimestampedOffset(*newest),
+    )
+
+
+# --- the decision table ---------------------------------------------------------------------------------
+
+HOLDS = {A0: times(0, 10, (0, 100), (9, 900)), A1: times(0, 10, (0, 500), (9, 600))}
+
+
+@pytest.mark.parametrize(
+    ("name", "parts", "idle", "bounded", "slowest", "states", "caps"),
+    [
+        (
+            "the slowest needs its cut looked up; a partition past the bound is held where it is",
+            HOLDS,
+            None,
+            False,
+            A0,
+            {A0: "active", A1: "active"},
+            {A0: None, A1: 0},
+        ),
+        (
+            "a partition whose newest record is below the bound reads to latest",
+            {A0: times(0, 10, (0, 100), (9, 900)), A1: times(0, 10, (0, 120), (9, 140))},
+            None,
+            False,
+            A0,
+            {A0: "active", A1: "active"},
+            {A0: None, A1: 10},
+        ),
+        (
+            "a caught-up partition counts at its newest timestamp and holds the others",
+            {A0: times(10, 10, None, (9, 100)), A1: times(0, 10, (0, 500), (9, 600))},
+            None,
+            False,
+            A0,
+            {A0: "active", A1: "active"},
+            {A0: 10, A1: 0},
+        ),
+        (
+            "quiet for longer than the idle timeout (stream time): idle, it holds no one",
+            {A0: times(10, 10, None, (9, 100)), A1: times(0, 10, (0, 500), (9, 540))},
+            400,
+            False,
+            A1,
+            {A0: "idle", A1: "active"},
+            {A0: 10, A1: 10},
+        ),
+        (
+            "quiet for less than the idle timeout: still counts",
+            {A0: times(10, 10, None, (9, 300)), A1: times(0, 10, (0, 500), (9, 600))},
+            400,
+            False,
+            A0,
+            {A0: "active", A1: "active"},
+            {A0: 10, A1: 0},
+        ),
+        (
+            "a partition with records to read is never idle, however old they are",
+            {A0: times(0, 10, (0, 100), (9, 100)), A1: times(0, 10, (0, 500), (9, 600))},
+            1,
+            False,
+            A0,
+            {A0: "active", A1: "active"},
+            {A0: 10, A1: 0},
+        ),
+        (
+            "availableNow: a partition at the end of the run is finished and holds no one",
+            {A0: times(10, 10, None, (9, 100)), A1: times(0, 10, (0, 500), (9, 540))},
+            None,
+            True,
+            A1,
+            {A0: "finished", A1: "active"},
+            {A0: 10, A1: 10},
+        ),
+        (
+            "an empty partition has no event time and holds no one",
+            {A0: times(0, 0, None, None), A1: times(0, 10, (0, 500), (9, 540))},
+            None,
+            False,
+            A1,
+            {A0: "empty", A1: "active"},
+            {A0: 0, A1: 10},
+        ),
+        (
+            "nothing counts: nothing is bound",
+            {A0: times(10, 10, None, (9, 100)), A1: times(3, 3, None, (2, 900))},
+            None,
+            True,
+            None,
+            {A0: "finished", A1: "finished"},
+            {A0: 10, A1: 3},
+        ),
+        (
+            "only transaction markers left: not readable, counts at its newest, ends at latest",
+            {A0: times(8, 10, None, (7, 100)), A1: times(0, 10, (0, 500), (9, 600))},
+            None,
+            False,
+            A0,
+            {A0: "active", A1: "active"},
+            {A0: 10, A1: 0},
+        ),
+        (
+            "ties: the first partition in order is the slowest",
+            {A1: times(0, 10, (0, 100), (9, 900)), A0: times(0, 10, (0, 100), (9, 900))},
+            None,
+            False,
+            A0,
+            {A0: "active", A1: "active"},
+            {A0: None, A1: None},
+        ),
+    ],
+)
+def test_decision_table(
+    name: str,
+    parts: dict[TopicPartition, PartitionTimes],
+    idle: int | None,
+    bounded: bool,
+    slowest: TopicPartition | None,
+    states: dict[TopicPartition, str],
+    caps: dict[TopicPartition, int | None],
+) -> None:
+    """Which partitions count, the slowest, and the caps known without a lookup at slowest + 50."""
+    decision = decide(parts, idle_timeout_ms=idle, bounded=bounded)
+    assert (decision.slowest, dict(decision.states)) == (slowest, states), name
+    bound = (decision.slowest_ms or 0) + 50
+    known = {tp: cap_known(t, bound) if slowest is not None else t.latest for tp, t in parts.items()}
+    assert known == caps, name
+
+
+@pytest.mark.parametrize(
+    ("cut", "cap"),
+    [
+        (None, 10),  # no record reaches the bound: to latest
+        ((6, 200), 6),  # past the next record: stop before it
+        ((20, 200), 10),  # beyond latest (the log grew): to latest
+        ((1, 200), None),  # before the position (read already): scan
+        ((3, 200), None),  # at or before the next readable record (an aborted one): scan
+    ],
+)
+def test_cap_at_cut(cut: tuple[int, int] | None, cap: int | None) -> None:
+    t = times(2, 10, (3, 100), (9, 900))
+    assert cap_at_cut(t, None if cut is None else TimestampedOffset(*cut)) == cap
+
+
+def test_cap_after_scan_stops_before_the_record_found_or_where_it_stopped() -> None:
+    t = times(2, 10, (3, 100), (9, 900))
+    assert cap_after_scan(t, Scan(TimestampedOffset(7, 300), 7)) == 7
+    assert cap_after_scan(t, Scan(None, 6)) == 6
+    assert cap_after_scan(t, Scan(None, 10)) == 10
+
+
+def test_out_of_order_record_before_the_position_makes_a_scan_from_the_position() -> None:
+    # a-0: an early record at 900 (read already), then 100, 110, ..., 190, then 2000s: ListOffsets(170)
+    # answers offset 0. a-1 ends the batch at 120: the bound is 170.
+    early = [(900, True)] + [(100 + 10 * i, True) for i in range(10)] + [(2000, True)] * 5
+    log = FakeLog({A0: early, A1: [(120, True)] * 3})
+    aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=None)
+    caps = aligner.cap({A0: 1, A1: 0}, {A0: 16, A1: 3}, bounded=False, max_records=None)
+    assert caps == {A0: 8, A1: 3}  # 100..160 read; 170 is the first at the bound
+    assert "scan" in log.calls
+
+
+def test_partitions_that_progress_together_read_the_whole_read_limit() -> None:
+    """The bound is the drift past the slowest where the batch *ends*: no skew, no narrowing."""
+    log = FakeLog({tp: [(1000 * i, True) for i in range(100)] for tp in (A0, A1)})
+    aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=None)
+    start, latest = {A0: 0, A1: 0}, {A0: 100, A1: 100}
+    caps = aligner.cap(start, latest, bounded=False, max_records=60)
+    assert apply_read_limit(start, caps, 60) == {A0: 30, A1: 30}  # 30 s of records each, drift 50 ms
+    assert aligner.status is not None
+    assert aligner.status.held == []
+
+
+def test_a_partition_ahead_waits_while_the_lagging_one_reads_its_share() -> None:
+    lagging = [(1000 * i, True) for i in range(100)]
+    ahead = [(200_000 + 1000 * i, True) for i in range(100)]
+    log = FakeLog({A0: lagging, A1: ahead})
+    aligner = EventTimeAligner(log, drift_ms=5000, idle_timeout_ms=None)
+    start, latest = {A0: 0, A1: 0}, {A0: 100, A1: 100}
+    caps = aligner.cap(start, latest, bounded=False, max_records=60)
+    # a-1 is held where it is, so a-0 takes the whole limit: it ends at 60 s, and the bound is 5 s past it.
+    assert caps == {A0: 65, A1: 0}
+    assert apply_read_limit(start, caps, 60) == {A0: 60, A1: 0}
+    status = aligner.status
+    assert status is not None
+    assert status.held == [A1]
+    assert status.bound_ms == 60_000 + 5000
+
+
+def test_a_warm_aligner_asks_nothing_while_nothing_changes() -> None:
+    log = FakeLog({A0: [(100 + i, True) for i in range(100)], A1: [(500, True)] * 3})
+    aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=None)
+    first = aligner.cap({A0: 0, A1: 0}, {A0: 100, A1: 3}, bounded=False, max_records=None)
+    log.calls.clear()
+    assert aligner.cap({A0: 0, A1: 0}, {A0: 100, A1: 3}, bounded=False, max_records=None) == first
+    assert log.calls == []
+
+
+def test_status_round_trips_through_json() -> None:
+    log = FakeLog({A0: [(100, True)], A1: [(500, True)] * 3, A2: []})
+    aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=1000)
+    aligner.cap({A0: 0, A1: 0, A2: 0}, {A0: 1, A1: 3, A2: 0}, bounded=False, max_records=None)
+    status = aligner.status
+    assert status is not None
+    assert status.held == [A1]
+    assert status.slowest == A0
+    assert status.slowest_ms == 100
+    assert AlignmentStatus.from_json(status.to_json()) == status
+
+
+# --- properties -----------------------------------------------------------------------------------------
+
+
+@st.composite
+def logs(draw: st.DrawFn, disorder: int) -> dict[TopicPartition, list[tuple[int, bool]]]:
+    """1-4 partitions of 0-25 records, each at least the largest earlier timestamp minus ``disorder``;
+    some aborted (invisible to reads), as transactions leave them."""
+    out = {}
+    for p in range(draw(st.integers(1, 4))):
+        ts = draw(st.integers(0, 2000))
+        top = ts
+        recs = []
+        for _ in range(draw(st.integers(0, 25))):
+            ts = max(0, top + draw(st.integers(-disorder, 60)))
+            top = max(top, ts)
+            recs.append((ts, draw(st.booleans()) or draw(st.booleans())))
+        out[TopicPartition("t", p)] = recs
+    return out
+
+
+def event_time(records: list[tuple[int, bool]], position: int) -> int:
+    """The first readable record's timestamp at or after ``position``, else the newest of all."""
+    return next((ts for ts, v in records[position:] if v), max(ts for ts, _ in records))
+
+
+def watermark_drops(batches: list[list[int]], delay: int) -> list[int]:
+    """Spark's rule: a row at or below the watermark is late; the watermark is the largest event time of
+    earlier batches minus the delay (row-level: stricter than a window's end)."""
+    watermark = None
+    dropped = []
+    for rows in batches:
+        dropped += [ts for ts in rows if watermark is not None and ts <= watermark]
+        if rows:
+            candidate = max(rows) - delay
+            watermark = candidate if watermark is None else max(watermark, candidate)
+    return dropped
+
+
+def run(
+    log: FakeLog,
+    drift: int,
+    idle: int | None,
+    max_rows: int | None,
+    bounded: bool,
+) -> tuple[list[list[int]], list[AlignmentStatus], dict[TopicPartition, int]]:
+    """Plan and read batches until a plan moves nothing; every plan checked against a cold aligner."""
+    aligner = EventTimeAligner(log, drift, idle, scan_limit=3)
+    position = dict.fromkeys(log.records, 0)
+    latest = {tp: log.end(tp) for tp in log.records}
+    batches: list[list[int]] = []
+    statuses: list[AlignmentStatus] = []
+    for _ in range(500):
+        capped = aligner.cap(position, latest, bounded=bounded, max_records=max_rows)
+        cold = EventTimeAligner(FakeLog(log.records), drift, idle, scan_limit=3)
+        cold_caps = cold.cap(position, latest, bounded=bounded, max_records=max_rows)
+        assert cold_caps == capped  # deterministic from the checkpoint
+        assert all(position[tp] <= capped[tp] <= latest[tp] for tp in position)
+        end = apply_read_limit(position, capped, max_rows)
+        assert aligner.status is not None
+        statuses.append(aligner.status)
+        if end == position:
+            break
+        rows = []
+        status = aligner.status
+        for tp, start in position.items():
+            rows += [ts for ts, visible in log.records[tp][start : end[tp]] if visible]
+            assert status.bound_ms is None or all(ts < status.bound_ms for ts in rows)
+        if status.bound_ms is not None:
+            # The bound is the drift past the slowest counted partition where the batch starts, or where
+            # it ends (the next batch's start) when that is later.
+            counted = [tp for tp, p in status.partitions.items() if p.state in ("active", "held")]
+            after = min(event_time(log.records[tp], end[tp]) for tp in counted)
+            assert status.bound_ms <= max(status.slowest_ms or 0, after) + drift
+        batches.append(rows)
+        position = end
+    return batches, statuses, position
+
+
+@settings(max_examples=300)
+@given(
+    data=st.data(),
+    disorder=st.integers(0, 30),
+    drift=st.integers(1, 120),
+    idle=st.none() | st.integers(1, 300),
+    max_rows=st.none() | st.integers(1, 12),
+    bounded=st.booleans(),
+)
+def test_no_record_is_late_and_no_query_stalls(
+    data: st.DataObject, disorder: int, drift: int, idle: int | None, max_rows: int | None, bounded: bool
+) -> None:
+    records = data.draw(logs(disorder))
+    log = FakeLog(records)
+    batches, statuses, position = run(log, drift, idle, max_rows, bounded)
+    # No partition's range passes slowest + drift (checked in run), so with withWatermark(drift + disorder)
+    # nothing is dropped as late.
+    assert watermark_drops(batches, drift + disorder) == []
+    for status in statuses:
+        if status.slowest is not None:  # the slowest is a counted partition, lowest of all counted ones
+            counted = [p.event_time_ms for p in status.partitions.values() if p.state in ("active", "held")]
+            assert status.partitions[status.slowest].event_time_ms == min(counted)  # type: ignore[type-var]
+            assert status.partitions[status.slowest].state in ("active", "held")
+    unread = {tp for tp, recs in records.items() if any(v for _, v in recs[position[tp] :])}
+    if unread:
+        # Reading stops only behind a partition that counts and has nothing to read: never under
+        # availableNow, never behind an idle one.
+        last = statuses[-1]
+        assert not bounded
+        assert last.slowest is not None
+        assert last.slowest not in unread
+        assert last.partitions[last.slowest].state == "active"
+
+
+def plan_once(
+    records: dict[TopicPartition, list[tuple[int, bool]]],
+    positions: dict[TopicPartition, int],
+    drift: int,
+    idle: int | None,
+    scan_limit: int = 3,
+) -> tuple[dict[TopicPartition, int], AlignmentStatus]:
+    aligner = EventTimeAligner(FakeLog(records), drift, idle, scan_limit=scan_limit)
+    ends = aligner.cap(positions, {tp: len(r) for tp, r in records.items()}, bounded=False, max_records=None)
+    assert aligner.status is not None
+    return ends, aligner.status
+
+
+def has_records(records: list[tuple[int, bool]], position: int) -> bool:
+    return any(visible for _, visible in records[position:])
+
+
+@settings(max_examples=200)
+@given(data=st.data(), drift=st.integers(1, 120), idle=st.integers(1, 300))
+def test_idle_partitions_hold_no_one_and_held_ones_are_never_idle(
+    data: st.DataObject, drift: int, idle: int
+) -> None:
+    records = data.draw(logs(0))
+    positions = {tp: data.draw(st.integers(0, len(recs))) for tp, recs in records.items()}
+    ends, status = plan_once(records, positions, drift, idle)
+    idle_tps = [tp for tp, p in status.partitions.items() if p.state == "idle"]
+    for tp, p in status.partitions.items():
+        if p.state == "held":  # alignment stopped it before its records: it has some, so it is not idle
+            assert has_records(records[tp], positions[tp])
+        if p.state == "idle":
+            assert not has_records(records[tp], positions[tp])
+    # An idle partition's time does not matter to the others: make its records far older, same plan.
+    older = {tp: [(ts - 10_000, v) for ts, v in r] if tp in idle_tps else r for tp, r in records.items()}
+    older_ends, older_status = plan_once(older, positions, drift, idle)
+    assert older_ends == ends
+    assert [tp for tp, p in older_status.partitions.items() if p.state == "idle"] == idle_tps
+
+
+@settings(max_examples=200)
+@given(data=st.data(), drift=st.integers(1, 120), idle=st.none() | st.integers(1, 300))
+def test_the_slowest_advances_whenever_it_has_records(
+    data: st.DataObject, drift: int, idle: int | None
+) -> None:
+    records = data.draw(logs(30))
+    positions = {tp: data.draw(st.integers(0, len(recs))) for tp, recs in records.items()}
+    ends, status = plan_once(records, positions, drift, idle, scan_limit=1)
+    if any(has_records(r, positions[tp]) for tp, r in records.items()):
+        assert status.slowest is not None  # a partition with records to read always counts
+    slowest = status.slowest
+    if slowest is not None and has_records(records[slowest], positions[slowest]):
+        first = next(o for o in range(positions[slowest], len(records[slowest])) if records[slowest][o][1])
+        assert ends[slowest] > first  # its next record is in the batch
