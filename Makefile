@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkafka-installed
 
-.PHONY: demo test check lint unit integration kafka spark-kafka native dist bench-vs-spark bench-event-time bench-read-path bench-memory bench-source bench-sink bench-latency bench-avro setup check-java clean
+.PHONY: demo test check lint docs docs-serve unit integration kafka spark-kafka native dist bench-vs-spark bench-event-time bench-read-path bench-memory bench-source bench-sink bench-latency bench-avro setup check-java clean
 
 setup: $(STAMP) check-java kafka native
 
@@ -63,8 +63,8 @@ demo: setup
 	$(VENV)/bin/sparkafka demo
 
 lint: $(STAMP) native
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench scripts
+	$(VENV)/bin/ruff format --check src tests bench scripts
 	$(VENV)/bin/mypy
 
 # Tests run in TEST_WORKERS processes (pytest-xdist), each with its own broker and SparkSession: most of a
@@ -72,6 +72,14 @@ lint: $(STAMP) native
 # other process fills. Two on the 2 cores CI has, so that a machine busy with other work still keeps up.
 TEST_WORKERS ?= 2
 PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
+
+# The documentation site (docs/, mkdocs.yml) into site/, with --strict: a broken link, anchor or page fails.
+# make test builds it too (tests/unit/test_docs.py), with every code block and generated reference checked.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
 
 test: setup spark-kafka lint
 	$(PY) -m pytest tests $(PARALLEL) --durations=12 --time-budget=30
@@ -115,4 +123,4 @@ bench-event-time: setup spark-kafka
 	$(PY) bench/event_time.py
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist site src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

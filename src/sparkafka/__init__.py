@@ -42,7 +42,7 @@ def sink_metrics(transactional_id_prefix: str, query_id: str | None = None) -> d
 
     ``batches`` committed, ``transactions`` committed, ``records`` in them, ``replays`` (replayed batches
     not written again), ``recovered`` (pending intents resolved by recovery), ``partial`` and ``abandoned``
-    (batches the broker partly or wholly aborted before the commit reached them; see the README), and
+    (batches the broker partly or wholly aborted before the commit reached them; see docs/writing.md), and
     ``aborted`` (transactions the sink aborted itself: replays, batches Spark gave up on, refused batches).
     """
     from sparkafka.metrics_files import read_sink_metrics

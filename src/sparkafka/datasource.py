@@ -279,7 +279,7 @@ CONNECT_NOTE = (
     "installed there (the server's driver and executors; Spark 4.3 does not ship addArtifacts files to "
     "streaming sources and sinks), exactly_once needs spark.speculation=false in the server's config (not "
     "checked from a client), and metrics files are written on the server's host: read them there, or use "
-    "the query's progress or the server's Prometheus endpoint (README: Spark Connect)"
+    "the query's progress or the server's Prometheus endpoint (docs/deploy.md: Spark Connect)"
 )
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sparkafka.client.conf import check_librdkafka_settings, close_librdkafka_property
 from sparkafka.client.java_settings import Client, from_java_names
 from sparkafka.errors import ConfigError
 
-__all__ = ["DEFAULT_METADATA_TIMEOUT_MS", "OptionReader"]
+__all__ = ["DEFAULT_METADATA_TIMEOUT_MS", "Option", "OptionReader", "names"]
 
 KAFKA_PREFIX = "kafka."
 DEFAULT_METADATA_TIMEOUT_MS = 30_000
@@ -23,6 +24,39 @@ DEFAULT_METADATA_TIMEOUT_MS = 30_000
 
 L = TypeVar("L", bound=str)
 """A ``Literal`` of allowed values: pass ``get_args(TheLiteral)`` typed ``tuple[TheLiteral, ...]``."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of the source or the sink (or a field of a pipeline file), as users read it.
+
+    The docs' option and pipeline references and their migration table are generated from these
+    declarations when the site is built, and tests check each declared ``default`` and ``allowed`` value
+    against the parser, so the docs cannot drift from the code.
+    """
+
+    name: str
+    """The documented (camelCase) spelling; options are matched without regard to case."""
+    description: str
+    """What the option does, in a sentence or two of Markdown."""
+    default: str | None = None
+    """The value that means the same as leaving the option out (a test parses both); None: none such."""
+    default_note: str | None = None
+    """The default in words, where it depends on other options (``default`` is None then)."""
+    allowed: tuple[str, ...] = ()
+    """The values allowed, when they are a fixed list (the parser's own tuple)."""
+    alias_of: str | None = None
+    """The option this one is another name for (Spark's name for one of ours, or ours for Spark's)."""
+    spark: str | None = None
+    """Spark's ``format("kafka")`` has this option: "" when sparkafka gives it Spark's meaning, else what
+    differs and why. None: sparkafka's own option."""
+    kind: str = "string"
+    """The value's type as written (a pipeline file's fields are TOML: ``integer``, ``table``, ...)."""
+
+
+def names(options: Iterable[Option]) -> tuple[str, ...]:
+    """The names of ``options``, for ``OptionReader``'s ``known``."""
+    return tuple(o.name for o in options)
 
 
 class OptionReader:

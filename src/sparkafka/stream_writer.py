@@ -112,7 +112,7 @@ def _as_foreach_batch(writer: Any, foreach_batch: Callable[..., Any]) -> None:
     options = _check(writer, settings)
     log.info(
         'format("%s") in update mode: the query runs as foreachBatch, each micro-batch written by the '
-        "sink under its batch id (README: Output modes)",
+        "sink under its batch id (docs/writing.md: output modes)",
         FORMAT,
     )
     foreach_batch(writer, UpdateModeBatches(options))

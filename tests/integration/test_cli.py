@@ -112,5 +112,5 @@ def test_version_and_run_help_point_at_documentation() -> None:
     version = subprocess.run([*SPARKAFKA, "--version"], capture_output=True, text=True, check=True)
     assert version.stdout.strip() == f"sparkafka {sparkafka.__version__}"
     run_help = subprocess.run([*SPARKAFKA, "run", "--help"], capture_output=True, text=True, check=True)
-    assert "README" in run_help.stdout
+    assert "docs/pipelines.md" in run_help.stdout
     assert ".py" not in run_help.stdout  # not a source file

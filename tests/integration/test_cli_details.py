@@ -1,8 +1,8 @@
 """A new user's first hour with the ``sparkafka`` command, against real brokers (and Spark where needed).
 
 Each test is one finding of that hour: a read command that created a topic, a dry run that said something
-else than the real run, a reset planned on wrong timestamp answers, spark-submit's noise, a README without
-a way to create a topic or to try the Schema Registry example.
+else than the real run, a reset planned on wrong timestamp answers, spark-submit's noise, docs without a
+way to create a topic or to try the Schema Registry example.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from tests.support.kafka import Kafka
 from tests.support.wait import wait_until
 
 ROOT = Path(__file__).parents[2]
-README = (ROOT / "README.md").read_text()
+REGISTRY_PAGE = (ROOT / "docs" / "schema-registry.md").read_text()
 
 
 def cli(
@@ -311,19 +311,19 @@ def test_a_pipeline_under_spark_submit_prints_what_sparkafka_run_prints(
     assert len(err.splitlines()) < 15, err  # was 190 at spark-submit's default INFO
 
 
-# -- 7. the Schema Registry example, as the README says to try it ------------------------------------------
+# -- 7. the Schema Registry example, as docs/schema-registry.md says to try it ------------------------------
 
 
 def _readme_walkthrough() -> str:
-    blocks: list[str] = re.findall(r"```bash\n(.*?)```", README, re.S)
+    blocks: list[str] = re.findall(r"```bash\n(.*?)```", REGISTRY_PAGE, re.S)
     (block,) = [b for b in blocks if "sparkafka run examples/orders_avro.toml" in b]
     return block
 
 
 def test_the_readmes_schema_registry_walkthrough_runs(kafka: Kafka, bootstrap: str, tmp_path: Path) -> None:
-    assert ".venv/bin/python -m tests.support.schema_registry --port 8081" in README
+    assert ".venv/bin/python -m tests.support.schema_registry --port 8081" in REGISTRY_PAGE
     run = uuid.uuid4().hex[:6]
-    # The stand-in registry as the README starts it (a free port here), from the repo root.
+    # The stand-in registry as the page starts it (a free port here), from the repo root.
     with GroupProcess(
         [sys.executable, "-m", "tests.support.schema_registry", "--port", "0"],
         stdout=subprocess.PIPE,

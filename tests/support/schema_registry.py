@@ -14,7 +14,7 @@ checks them too). Protobuf schemas are stored as registered: confluent-kafka's P
 base64 FileDescriptorProtos and asks for ``format=serialized``, which therefore returns them unchanged.
 Optional HTTP basic auth (``users={"name": "password"}``).
 
-To try the registry formats by hand (README: "Schema Registry formats"), run it from the repo root; it
+To try the registry formats by hand (docs/schema-registry.md), run it from the repo root; it
 serves until Ctrl-C or SIGTERM, on 127.0.0.1 only, keeping schemas in memory:
 
     .venv/bin/python -m tests.support.schema_registry --port 8081

@@ -11,12 +11,13 @@ from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 
 from sparkafka.errors import ConfigError
+from sparkafka.options import names
 from sparkafka.sink.options import SINK_OPTIONS, parse_sink_options
 from sparkafka.source.options import SOURCE_OPTIONS, parse_source_options
 
 KEYS = [
-    *SOURCE_OPTIONS,
-    *SINK_OPTIONS,
+    *names(SOURCE_OPTIONS),
+    *names(SINK_OPTIONS),
     "kafka.bootstrap.servers",
     "kafka.group.id",
     "kafka.auto.offset.reset",

@@ -1,6 +1,7 @@
-"""What CHANGELOG.md's Upgrading section promises, on the records themselves: the new version reads what
+"""What docs/upgrading.md promises, on the records themselves: the new version reads what
 older ones wrote (checkpoint offsets, commit intents, group offset commits), and older readers' way of
-reading (named fields only) takes what the new one writes."""
+reading (named fields only) takes the intent records the new one writes (not its tasks' witness records, nor
+the topic ids beside a checkpoint's offsets: the page says going back is then not possible)."""
 
 from __future__ import annotations
 

@@ -396,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
         "broker",
         help="run Apache Kafka (KRaft) on 127.0.0.1 until Ctrl-C (--tansu: the pip-only broker)",
         description="Apache Kafka from the project's pinned jars (installed once from Maven Central), in "
-        "KRaft mode on loopback, on free ports. See the README's 'A local broker' section.",
+        "KRaft mode on loopback, on free ports. See docs/development.md, 'A local broker'.",
     )
     broker.add_argument(
         "--port", type=int, default=None, help="client port on 127.0.0.1 (default: a free one)"
@@ -437,10 +437,10 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     run = sub.add_parser(
         "run",
         help="run a Kafka-to-Kafka pipeline declared in a TOML file",
-        description="Run a pipeline file: the README's 'Pipelines without PySpark code: sparkafka run' "
-        "section documents every table and field, and examples/*.toml are runnable ones.",
+        description="Run a pipeline file: docs/pipelines.md documents every table and field, and "
+        "examples/*.toml are runnable ones.",
     )
-    run.add_argument("pipeline", help="the pipeline file (format: README, 'Pipelines without PySpark code')")
+    run.add_argument("pipeline", help="the pipeline file (format: docs/pipelines.md)")
     run.add_argument("--dry-run", action="store_true", help="print the resolved plan and schema, run nothing")
     run.add_argument("--log-json", metavar="FILE", help="append one JSON line per micro-batch to FILE")
     run.add_argument(
@@ -502,7 +502,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     offsets = sub.add_parser(
         "offsets",
         help="a query's checkpoint, its group's and the log's offsets; reset a group's offsets",
-        description="See the README's 'Offsets: where a query is, and moving it' section.",
+        description="See docs/operations.md, 'Offsets: where a query is, and moving it'.",
     )
     offsets_sub = offsets.add_subparsers(dest="offsets_command", required=True)
     show = offsets_sub.add_parser(
@@ -548,7 +548,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     topics = sub.add_parser(
         "topics",
         help="list, create and describe topics",
-        description="See the README's 'Topics: sparkafka topics' section.",
+        description="See docs/operations.md, 'Topics'.",
     )
     topics_sub = topics.add_subparsers(dest="topics_command", required=True)
     topics_list = topics_sub.add_parser("list", help="topics with their partitions and replication factor")

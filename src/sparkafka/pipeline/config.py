@@ -1,65 +1,8 @@
 """The pipeline file, parsed and validated before Spark starts; every error names the file and the field.
 
-    name = "orders"                      # optional, used in logs
-    checkpoint = "/data/ck/orders"       # required
-    trigger = "5 seconds"                # or "availableNow" (default "0 seconds": as fast as possible)
-    output_mode = "update"               # append (default) | update | complete, as Spark's outputMode
-
-    [spark]                              # optional
-    master = "local[2]"
-    config = { "spark.sql.shuffle.partitions" = "4" }
-
-    [schema_registry]                    # for avro | protobuf | json_schema (Confluent's wire format)
-    url = "http://127.0.0.1:8081"
-    basic_auth_user_info = "${SR_KEY}:${SR_SECRET}"   # optional; also ssl_ca_location,
-                                         # ssl_certificate_location, ssl_key_location, ssl_key_password,
-                                         # timeout_s
-
-    [source]
-    decode = "json"                      # raw | string | json | avro | protobuf | json_schema
-    schema = "order_id STRING, amount DOUBLE"   # Spark DDL, required for json
-    subject = "orders-value"             # registry formats: the reader schema's subject (default
-    schema_version = 3                   # <topic>-value), version (default latest) or schema_id;
-    message = "shop.Order"               # protobuf: the message to read as (default the first)
-    key_decode = "string"                # string (default) | raw | avro | protobuf | json_schema
-    key_subject = "orders-key"           # with key_schema_version / key_schema_id, as for the value
-    watermark = { column = "event_time", delay = "30 seconds" }   # optional, for windowed aggregations;
-                                         # expression = "timestamp_millis(ts)" makes column from a field
-                                         # (an epoch-ms number, a string) first
-    max_event_time_drift = "30 seconds"  # optional: event-time alignment of partitions (the source's
-    partition_idle_timeout = "1 minute"  # options maxEventTimeDrift and partitionIdleTimeout)
-    on_malformed = "flag"                # json values that do not parse: flag (the column _malformed for
-                                         # the SQL) | skip | fail (the batch fails, naming the record) |
-                                         # dead_letter (raw record to dead_letter_topic, same transaction)
-    dead_letter_topic = "orders-dlq"     # required with on_malformed = "dead_letter"
-    options = { "kafka.bootstrap.servers" = "${BOOTSTRAP}", subscribe = "orders" }
-
-    [[table]]                            # optional static tables for joins
-    name = "rates"
-    path = "rates.csv"                   # relative to the pipeline file
-    format = "csv"                       # csv (with header) | json | parquet
-
-    [transform]                          # optional; without it the sink gets the decoded source
-    sql = "SELECT ... FROM source"
-
-    [sink]
-    key = "customer"                     # optional SQL expression
-    value = "to_json(struct(*))"         # SQL expression (default: the column value; struct(*) with encode)
-    encode = "avro"                      # optional: avro | protobuf | json_schema (value a struct)
-    key_encode = "avro"                  # optional, the same for the key
-    subject_name_strategy = "topic"      # topic (<topic>-value) | record | topic_record
-    record_name = "Order"                # the schema's record / message name (default topLevelRecord)
-    record_namespace = "shop"            # its namespace / package (default none)
-    auto_register = true                 # register the schema derived from the SQL's type (default)
-    use_latest_version = false           # or write with the subject's latest schema
-    options = { "kafka.bootstrap.servers" = "${BOOTSTRAP}", topic = "out", deliveryGuarantee = "exactly_once",
-                transactionalIdPrefix = "orders" }
-
-    [metrics]                            # optional: Prometheus metrics at http://host:port/metrics
-    port = 9464                          # (sparkafka run --metrics-port overrides it)
-    host = "127.0.0.1"                   # default; "0.0.0.0" serves every interface
-
-``${NAME}`` in any string is replaced by the environment variable NAME (an error if it is unset).
+Its fields are declared once, in ``FIELDS`` (the docs' pipeline reference, docs/pipelines.md, is made from
+them when the site is built); ``${NAME}`` in any string is replaced by the environment variable NAME (an
+error if it is unset).
 """
 
 from __future__ import annotations
@@ -74,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 from sparkafka.errors import ConfigError
 from sparkafka.metrics_files import default_metrics_path
-from sparkafka.options import L
+from sparkafka.options import L, Option, names
 from sparkafka.pipeline.schema_types import unknown_type
 from sparkafka.registry.client import (
     FORMATS,
@@ -93,7 +36,7 @@ if TYPE_CHECKING:
 
 P = TypeVar("P")
 
-__all__ = ["PipelineConfig", "SchemaChoice", "SinkEncoding", "TableSpec", "load_pipeline"]
+__all__ = ["FIELDS", "PipelineConfig", "SchemaChoice", "SinkEncoding", "TableSpec", "load_pipeline"]
 
 Decode = Literal["raw", "string", "json", "avro", "protobuf", "json_schema"]
 KeyDecode = Literal["string", "raw", "avro", "protobuf", "json_schema"]
@@ -104,51 +47,176 @@ ON_MALFORMED: tuple[OnMalformed, ...] = get_args(OnMalformed)
 FALLIBLE: tuple[Decode, ...] = ("json", *FORMATS)
 """Decodings whose records can be undecodable, so ``on_malformed`` applies."""
 
-_TOP = {
-    "name",
-    "checkpoint",
-    "trigger",
-    "output_mode",
-    "spark",
-    "source",
-    "table",
-    "transform",
-    "sink",
-    "metrics",
-    "schema_registry",
-}
+TABLE_FORMATS = ("csv", "json", "parquet")
 _SCHEMA_CHOICE = ("subject", "schema_version", "schema_id", "message")
-_SECTIONS = {
-    "spark": {"master", "config"},
-    "source": {
-        "decode",
-        "schema",
-        "options",
-        "watermark",
-        "on_malformed",
-        "dead_letter_topic",
-        "key_decode",
-        "max_event_time_drift",
-        "partition_idle_timeout",
-        *_SCHEMA_CHOICE,
-        *(f"key_{k}" for k in _SCHEMA_CHOICE),
-    },
-    "table": {"name", "path", "format"},
-    "transform": {"sql"},
-    "sink": {
-        "key",
-        "value",
-        "options",
-        "encode",
-        "key_encode",
-        "subject_name_strategy",
-        "record_name",
-        "record_namespace",
-        "auto_register",
-        "use_latest_version",
-    },
-    "metrics": {"port", "host"},
+_SCHEMA_FIELDS = (
+    Option(
+        "subject",
+        "Registry formats: the reader schema's subject.",
+        default_note="`<topic>-value` when the source subscribes to one topic",
+    ),
+    Option("schema_version", "The subject's version to read with.", default_note="latest", kind="integer"),
+    Option("schema_id", "A schema id instead of subject and version.", kind="integer"),
+    Option("message", "Protobuf: the message to read as.", default_note="the schema's first"),
+)
+
+FIELDS: dict[str, tuple[Option, ...]] = {
+    "": (
+        Option(
+            "name",
+            "The pipeline's name, in logs and as the streaming query's name (dashes become underscores); "
+            "metrics are labelled by it.",
+            default_note="the file's name without `.toml`",
+        ),
+        Option("checkpoint", "Spark's checkpoint directory (relative to the file). Required."),
+        Option(
+            "trigger",
+            'A processing-time interval such as `"5 seconds"` (`ms`, `s`, `m`), or `"availableNow"`: '
+            "process what is there, then stop.",
+            default='"0 seconds"',
+        ),
+        Option(
+            "output_mode",
+            "Spark's `outputMode`; `update` runs as `foreachBatch`, exactly once as the streaming sink.",
+            default='"append"',
+            allowed=OUTPUT_MODES,
+        ),
+        Option("spark", "Spark's master and settings.", kind="table"),
+        Option("schema_registry", "The Schema Registry the registry formats use.", kind="table"),
+        Option("source", "What to read and how to decode it. Required.", kind="table"),
+        Option("table", "Static tables the SQL can join (repeatable).", kind="array of tables"),
+        Option("transform", "The SQL; without it the sink gets the decoded source.", kind="table"),
+        Option("sink", "What to write and how. Required.", kind="table"),
+        Option("metrics", "Prometheus metrics while the pipeline runs.", kind="table"),
+    ),
+    "spark": (
+        Option(
+            "master",
+            "Spark's master for `sparkafka run`; ignored, with a warning, under spark-submit.",
+            default_note='`"local[2]"` for `sparkafka run`',
+        ),
+        Option(
+            "config",
+            'Spark settings (`{ "spark.sql.shuffle.partitions" = "4" }`); they override sparkafka\'s own '
+            "defaults.",
+            kind="table",
+        ),
+    ),
+    "source": (
+        Option(
+            "decode",
+            "How values become columns: `raw` and `string` keep Kafka's columns; `json` parses the value "
+            "with `schema`; `avro`, `protobuf`, `json_schema` read Confluent's wire format, the reader "
+            "schema's fields becoming columns.",
+            default='"raw"',
+            allowed=DECODES,
+        ),
+        Option("schema", "A Spark DDL schema (`order_id STRING, amount DOUBLE`): required with `json`."),
+        Option(
+            "options",
+            "The source's options, as `.option()` takes them (see the option reference).",
+            kind="table",
+        ),
+        Option(
+            "watermark",
+            'Spark\'s `withWatermark` on the source view: `{ column = "event_time", delay = "30 seconds" }`.',
+            kind="table",
+        ),
+        Option(
+            "on_malformed",
+            "Records that do not decode: `flag` (they reach the SQL with `_malformed = true`), `skip`, "
+            "`fail` (the batch fails naming the record) or `dead_letter` (to `dead_letter_topic`, in the "
+            "batch's transactions).",
+            default='"flag"',
+            allowed=ON_MALFORMED,
+        ),
+        Option("dead_letter_topic", "Where `on_malformed = dead_letter` writes; required with it."),
+        Option(
+            "key_decode",
+            "How the key becomes `_key`, with a registry format's `key_subject`, `key_schema_version`, "
+            "`key_schema_id`, `key_message` as for the value.",
+            default='"string"',
+            allowed=KEY_DECODES,
+        ),
+        Option(
+            "max_event_time_drift",
+            'Event-time alignment: the source\'s `maxEventTimeDrift` (a duration such as `"30 seconds"`).',
+        ),
+        Option(
+            "partition_idle_timeout",
+            "With `max_event_time_drift`: the source's `partitionIdleTimeout` (a duration).",
+        ),
+        *_SCHEMA_FIELDS,
+        *(Option(f"key_{f.name}", f"As `{f.name}`, for the key.", kind=f.kind) for f in _SCHEMA_FIELDS),
+    ),
+    "source.watermark": (
+        Option("column", "The event-time column (a timestamp of the decoded source)."),
+        Option("delay", 'How late a record may be, as Spark writes it (`"30 seconds"`).'),
+        Option(
+            "expression",
+            "A SQL expression `column` is made of first, from the decoded source's fields "
+            '(`"timestamp_millis(ts)"` for an epoch-milliseconds number); the dead-letter statement sees '
+            "it too.",
+            default_note="`column` is a field of the decoded source",
+        ),
+    ),
+    "table": (
+        Option("name", "The view's name in the SQL (not `source`)."),
+        Option("path", "The file (relative to the pipeline file)."),
+        Option(
+            "format", "`csv` (with a header), `json` or `parquet`.", default='"csv"', allowed=TABLE_FORMATS
+        ),
+    ),
+    "transform": (Option("sql", "Spark SQL over the view `source` and the tables."),),
+    "sink": (
+        Option("key", "A SQL expression for the record key.", default_note="no key"),
+        Option(
+            "value",
+            "A SQL expression for the record value.",
+            default_note='`"value"`; `"struct(*)"` with `encode`',
+        ),
+        Option(
+            "options",
+            "The sink's options, as `.option()` takes them (see the option reference); `topic` is required.",
+            kind="table",
+        ),
+        Option("encode", "Write the value in a registry format (the value a struct).", allowed=FORMATS),
+        Option("key_encode", "The same for the key.", allowed=FORMATS),
+        Option(
+            "subject_name_strategy",
+            "`topic` (`<topic>-value`), `record` (`<namespace>.<record_name>`) or `topic_record`.",
+            default='"topic"',
+            allowed=STRATEGIES,
+        ),
+        Option("record_name", "The schema's record or message name.", default='"topLevelRecord"'),
+        Option("record_namespace", "Its namespace or package.", default='""'),
+        Option(
+            "auto_register",
+            "Register the schema derived from the SQL's type.",
+            default="true",
+            kind="boolean",
+        ),
+        Option(
+            "use_latest_version",
+            "Write with the subject's latest schema instead.",
+            default="false",
+            kind="boolean",
+        ),
+    ),
+    "metrics": (
+        Option(
+            "port",
+            "Serve Prometheus metrics on `http://host:port/metrics` (`sparkafka run --metrics-port` "
+            "overrides it; 0: a free port).",
+            kind="integer",
+        ),
+        Option("host", 'The address to serve on; `"0.0.0.0"` serves every interface.', default='"127.0.0.1"'),
+    ),
 }
+"""Every field of a pipeline file, by table (``""``: the top level); ``[schema_registry]`` takes
+``registry.client.REGISTRY_SETTINGS``. Unknown fields are refused, naming the ones allowed."""
+_TOP = set(names(FIELDS[""]))
+_SECTIONS = {section: set(names(fields)) for section, fields in FIELDS.items() if section}
 
 
 @dataclass(frozen=True)
@@ -469,8 +537,7 @@ def _source(source: _Fields, name: str) -> dict[str, Any]:
         )
     watermark = watermark_expression = None
     if "watermark" in source.data:
-        fields = {"column", "delay", "expression"}
-        w = _Fields(source.path, "source.watermark", source.data["watermark"], fields)
+        w = _Fields(source.path, "source.watermark", source.data["watermark"], _SECTIONS["source.watermark"])
         watermark = (w.text("column", required=True) or "", w.text("delay", required=True) or "")
         watermark_expression = w.text("expression")
     options = _alignment_options(source, source.options("options"), name)
@@ -576,7 +643,7 @@ def _tables(top: _Fields, data: Mapping[str, Any]) -> tuple[TableSpec, ...]:
     for i, raw in enumerate(raw_tables):
         t = _Fields(top.path, f"table[{i}]", raw, _SECTIONS["table"])
         fmt = t.text("format", "csv") or "csv"
-        if fmt not in ("csv", "json", "parquet"):
+        if fmt not in TABLE_FORMATS:
             raise t.error(f"table[{i}].format", f"= {fmt!r}: use csv, json or parquet")
         table_path = Path(t.text("path", required=True) or "")
         if not table_path.is_absolute():

@@ -500,7 +500,7 @@ def _output(spark: Any, cfg: PipelineConfig, dry_run: bool = False, source: Any 
             "%s: checkpoint %s lists its source twice: it was written by the dead-letter plan of earlier "
             "sparkafka versions, which reads each record twice, and Spark cannot change the sources of a "
             "checkpoint, so this query keeps that plan. To read once, run the pipeline on a new checkpoint "
-            "(README: on_malformed = dead_letter)",
+            "(docs/pipelines.md: records that do not decode)",
             cfg.path,
             cfg.checkpoint,
         )

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from sparkafka.errors import ConfigError, RegistryError
+from sparkafka.options import Option, names
 
 __all__ = [
     "Format",
@@ -34,15 +35,25 @@ _FORMAT_OF = {v: k for k, v in SCHEMA_TYPES.items()}
 _ANSWERED_AS: dict[Format, str] = {"protobuf": "serialized"}
 """The ``format`` a schema is asked for in (Protobuf: a base64 FileDescriptorProto, not .proto text)."""
 
-_KEYS = {
-    "url",
-    "basic_auth_user_info",
-    "ssl_ca_location",
-    "ssl_certificate_location",
-    "ssl_key_location",
-    "ssl_key_password",
-    "timeout_s",
-}
+REGISTRY_SETTINGS: tuple[Option, ...] = (
+    Option("url", "The registry's base URL, `http://host:port` or `https://...`; several comma-separated."),
+    Option(
+        "basic_auth_user_info",
+        "`user:password` for HTTP basic auth (Confluent Cloud: API key and secret); masked everywhere.",
+    ),
+    Option("ssl_ca_location", "A CA file to verify the registry's TLS certificate with."),
+    Option("ssl_certificate_location", "A client certificate, for mutual TLS."),
+    Option("ssl_key_location", "The client certificate's key."),
+    Option("ssl_key_password", "The key's password; masked everywhere."),
+    Option(
+        "timeout_s",
+        "Seconds per HTTP request; 5xx and 429 answers are retried within it.",
+        default="10.0",
+        kind="number",
+    ),
+)
+"""The settings of a ``[schema_registry]`` table (or ``SchemaRegistry(...)``'s keyword arguments)."""
+_KEYS = set(names(REGISTRY_SETTINGS))
 _MASK = "********"
 
 

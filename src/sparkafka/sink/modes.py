@@ -3,7 +3,7 @@
 Spark (4.3) refuses ``outputMode("update")`` for every Python data source when the query starts: its
 ``PythonWriteBuilder`` lacks the JVM marker trait ``SupportsStreamingUpdateAsAppend`` (``V2Writes.scala``
 150-152, "sparkafka does not support Update mode."), and nothing in Python can add it
-(docs/spark-kafka-connector.md, section 3). Append and complete need nothing: complete mode appends the
+(docs/writing.md, "How update mode runs"). Append and complete need nothing: complete mode appends the
 whole result table every batch, as Spark's own Kafka sink does.
 
 So ``sparkafka.register`` wraps PySpark's ``DataStreamWriter`` (``sparkafka.stream_writer``): it records

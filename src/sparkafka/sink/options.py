@@ -1,4 +1,5 @@
-"""The sink's options and input schema, validated once (names are public API; see the README)."""
+"""The sink's options and input schema: declared once (``SINK_OPTIONS``, the docs' reference is made from
+it), validated once."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from sparkafka.client.conf import (
     idempotence_conflicts,
 )
 from sparkafka.errors import ConfigError
-from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS, OptionReader
+from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS, Option, OptionReader, names
 
 __all__ = [
+    "SINK_KAFKA_SETTINGS",
+    "SINK_OPTIONS",
+    "SPARK_WRITE_OPTIONS",
     "DeliveryGuarantee",
     "InputColumns",
     "Partitioner",
@@ -29,18 +33,86 @@ Partitioner = Literal["default", "fixed", "roundrobin"]
 DELIVERIES: tuple[DeliveryGuarantee, ...] = get_args(DeliveryGuarantee)
 PARTITIONERS: tuple[Partitioner, ...] = get_args(Partitioner)
 
-SINK_OPTIONS = (
-    "topic",
-    "deliveryGuarantee",
-    "transactionalIdPrefix",
-    "takeOverTransactionalIdPrefix",
-    "partitioner",
-    "metadataTimeoutMs",
-    "includeHeaders",
+SINK_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "topic",
+        "The topic to write to. It overrides a `topic` column; without it every row needs a `topic` "
+        "column that is not null.",
+        spark="",
+    ),
+    Option(
+        "deliveryGuarantee",
+        "`at_least_once`: every task flushes before it reports success (a retried task may write twice); "
+        "`exactly_once`: two-phase commit over Kafka transactions; `none`: no flush, fire and forget.",
+        default="at_least_once",
+        allowed=DELIVERIES,
+    ),
+    Option(
+        "transactionalIdPrefix",
+        "Required with `exactly_once`: letters, digits, `.`, `_`, `-`, stable across restarts and unique "
+        "to this sink. The transactional ids are `<prefix>-<task>`; one query owns a prefix.",
+    ),
+    Option(
+        "takeOverTransactionalIdPrefix",
+        "With `exactly_once`: write under a prefix another query wrote within the transaction timeout "
+        "(that query is stopped for good).",
+        default="false",
+    ),
+    Option(
+        "partitioner",
+        "For rows without a `partition`: `default` (keyed rows on Java's murmur2 partition, unkeyed rows "
+        "sticky, KIP-794), `fixed` (writer task i to partition i mod n, Flink's FlinkFixedPartitioner) or "
+        "`roundrobin`. librdkafka's CRC32 partitioner is never used.",
+        default="default",
+        allowed=PARTITIONERS,
+    ),
+    Option(
+        "metadataTimeoutMs",
+        "The bound on each topic lookup and commit-intent read or write: an unreachable broker fails the "
+        "write within it, naming the bootstrap servers. When no broker answers at all, a batch write "
+        "fails within 5 s, or within this option when it is set.",
+        default=str(DEFAULT_METADATA_TIMEOUT_MS),
+    ),
+    Option(
+        "includeHeaders",
+        "Accepted and ignored, as Spark's sink ignores it: a `headers` column is always written.",
+        default="false",
+        spark="",
+    ),
 )
-SPARK_WRITE_OPTIONS = ("checkpointLocation", "path", "queryName")
-"""Spark passes its own writer options through to the data source; checkpointLocation identifies the
-query (the exactly-once sink's prefix owner check), the others are accepted and ignored."""
+"""Every option of the sink (Spark's Kafka sink has only ``topic`` and ``kafka.*``)."""
+
+SPARK_WRITE_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "checkpointLocation",
+        "Spark's own writer option, passed to the sink: it identifies the streaming query (the "
+        "exactly-once sink's prefix owner check).",
+        spark="",
+    ),
+    Option("path", "Spark's own writer option; accepted and ignored.", spark=""),
+    Option("queryName", "Spark's own writer option; accepted and ignored.", spark=""),
+)
+"""Spark passes its own writer options through to the data source."""
+
+SINK_KAFKA_SETTINGS: tuple[Option, ...] = (
+    Option("kafka.bootstrap.servers", "The brokers, `host:port[,host:port...]`. Required.", spark=""),
+    Option(
+        "kafka.transaction.timeout.ms",
+        "With `exactly_once`: how long a task's transaction may stay open, from its first record until the "
+        "driver commits it after the whole batch. At most the broker's `transaction.max.timeout.ms`.",
+        default_note="900000 with `exactly_once`",
+    ),
+    Option(
+        "kafka.transactional.id",
+        "Managed by sparkafka (`transactionalIdPrefix`): refused.",
+    ),
+    Option(
+        "kafka.partitioner",
+        "Managed by sparkafka (option `partitioner`): refused.",
+        spark="Spark takes the Java client's `kafka.partitioner.class`; use `partitioner` here.",
+    ),
+)
+"""The ``kafka.*`` settings the sink interprets; every other one goes to librdkafka as given."""
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
 _TXN_ID = re.compile(r"[A-Za-z0-9._-]+")
@@ -97,7 +169,9 @@ def _check_idempotence(kafka: dict[str, str], delivery: DeliveryGuarantee) -> No
 
 def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
     """Validate the sink's options; raise ConfigError naming the option and what is allowed."""
-    reader = OptionReader(options, SINK_OPTIONS + SPARK_WRITE_OPTIONS, "sparkafka sink", client="producer")
+    reader = OptionReader(
+        options, names(SINK_OPTIONS + SPARK_WRITE_OPTIONS), "sparkafka sink", client="producer"
+    )
     kafka = reader.kafka()
     if not kafka.get("bootstrap.servers"):
         raise ConfigError("option kafka.bootstrap.servers is required (host:port[,host:port...])")

@@ -60,7 +60,7 @@ def warn_if_short_timeout(options: SinkOptions) -> bool:
     log.warning(
         "kafka.transaction.timeout.ms=%d is short: it must exceed the trigger interval plus the time to "
         "recover after a crash, or the broker aborts transactions that were about to be committed "
-        "(sparkafka then writes the batch again on restart; see the README's exactly-once conditions)",
+        "(sparkafka then writes the batch again on restart; see the guarantees in docs/writing.md)",
         options.transaction_timeout_ms,
     )
     return True

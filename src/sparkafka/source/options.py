@@ -1,4 +1,5 @@
-"""The source's options, parsed once into a frozen dataclass (names are public API; see the README)."""
+"""The source's options: declared once (``SOURCE_OPTIONS``, the docs' reference is made from it), parsed once
+into a frozen dataclass."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from typing import Any, Literal, get_args, overload
 
 from sparkafka.client.conf import check_librdkafka_settings
 from sparkafka.errors import ConfigError
-from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS, OptionReader
+from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS, Option, OptionReader, names
 from sparkafka.structs import INTERNAL_TOPIC_PREFIX, TopicPartition
 
 __all__ = [
+    "SOURCE_KAFKA_SETTINGS",
+    "SOURCE_OPTIONS",
     "AssignmentStrategy",
     "FetcherChoice",
     "SourceOptions",
@@ -45,43 +48,279 @@ NAMED_STARTS: dict[str, StartupMode] = {"group": "group", "earliest": "earliest"
 EARLIEST = -2
 LATEST = -1
 
-SOURCE_OPTIONS = (
-    "subscribe",
-    "subscribePattern",
-    "assign",
-    "startingOffsets",
-    "startingTimestamp",
-    "startingOffsetsByTimestamp",
-    "startingOffsetsByTimestampStrategy",
-    "endingOffsets",
-    "endingTimestamp",
-    "endingOffsetsByTimestamp",
-    "partitionDiscoveryIntervalMs",
-    "parallelism",
-    "assignmentStrategy",
-    "minPartitions",
-    "maxRecordsPerPartition",
-    "maxRecordsPerTrigger",
-    "maxOffsetsPerTrigger",
-    "minOffsetsPerTrigger",
-    "maxTriggerDelay",
-    "failOnDataLoss",
-    "includeHeaders",
-    "groupIdPrefix",
-    "pollTimeoutMs",
-    "kafkaConsumer.pollTimeoutMs",
-    "fetchOffset.numRetries",
-    "fetchOffset.retryIntervalMs",
-    "metadataTimeoutMs",
-    "offsetCommitMode",
-    "offsetCommitIntervalMs",
-    "metricsFile",
-    "fetcher",
-    "maxEventTimeDrift",
-    "partitionIdleTimeout",
+_JSON_OFFSETS = 'JSON `{"topic": {"0": 23}}`'
+
+SOURCE_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "subscribe",
+        "Comma-separated topics to read. One of `subscribe`, `subscribePattern` and `assign` is required.",
+        spark="",
+    ),
+    Option(
+        "subscribePattern",
+        "A regular expression in Python's `re` dialect, matched against the **whole** topic name; it "
+        "never matches sparkafka's `_sparkafka-` topics nor topics whose names start with `__`. Topics "
+        "created later are found by partition discovery.",
+        spark="Spark searches the name (`findFirstIn`, Java's regex dialect), so its pattern `orders` also "
+        "reads `orders-dlq`; here it reads `orders` alone. Write `.*orders.*` for Spark's meaning. Java-only "
+        r"syntax (`\p{Alpha}`) is refused. Spark hides only Kafka's internal topics, not every `__` topic.",
+    ),
+    Option(
+        "assign",
+        'JSON `{"topic": [0, 1]}`: exactly these partitions, never more.',
+        spark="",
+    ),
+    Option(
+        "startingOffsets",
+        "Where a query without a checkpoint starts (a restarted query continues from its checkpoint): "
+        "`group` (the committed offsets of `kafka.group.id`; `kafka.auto.offset.reset` for partitions "
+        f"without one), `earliest`, `latest`, or {_JSON_OFFSETS} with the next offset to read per "
+        "partition (`-2` earliest, `-1` latest); partitions the JSON leaves out start as with `group`.",
+        default_note="streaming: `group` with `kafka.group.id`, else `latest`; batch: `earliest`",
+        spark="Spark has no `group`: with `kafka.group.id` set, a streaming query here starts from the "
+        "group's offsets (Flink's GROUP_OFFSETS), where Spark starts at `latest`; set "
+        "`startingOffsets=latest` for Spark's start. Spark refuses a JSON map that leaves partitions out, "
+        "and `latest` (or `-1`) in a batch read, which here reads nothing.",
+    ),
+    Option(
+        "startingTimestamp",
+        "Epoch milliseconds: each partition starts at its first record with a timestamp at or after it. "
+        "Takes precedence over `startingOffsetsByTimestamp`, which takes precedence over "
+        "`startingOffsets` (Spark's order).",
+        spark="Same meaning; a negative timestamp (Kafka's -1/-2) is refused here.",
+    ),
+    Option(
+        "startingOffsetsByTimestamp",
+        'JSON `{"topic": {"0": 1700000000000}}`: a starting timestamp per partition. Partitions it '
+        "leaves out start as with a JSON `startingOffsets`.",
+        spark="Spark requires every assigned partition in the map; negative timestamps are refused here.",
+    ),
+    Option(
+        "startingOffsetsByTimestampStrategy",
+        "A partition with no record at or after its starting timestamp fails the query (`error`) or "
+        "starts at its latest offset (`latest`, Flink's TIMESTAMP mode).",
+        default="error",
+        allowed=TIMESTAMP_STRATEGIES,
+        spark="",
+    ),
+    Option(
+        "endingOffsets",
+        f"Batch reads only: where each partition ends, `latest` or {_JSON_OFFSETS} (`-1` latest). A "
+        "streaming read refuses it.",
+        default="latest",
+        spark="Spark requires a JSON map to name the same partitions as a JSON start.",
+    ),
+    Option(
+        "endingTimestamp",
+        "Batch reads only: each partition ends before its first record at or after this epoch-ms "
+        "timestamp, or at latest when it has none. A streaming read ignores it (a warning), as Spark does.",
+        spark="",
+    ),
+    Option(
+        "endingOffsetsByTimestamp",
+        "Batch reads only: `endingTimestamp` per partition, as JSON like `startingOffsetsByTimestamp`. A "
+        "streaming read refuses it.",
+        spark="",
+    ),
+    Option(
+        "partitionDiscoveryIntervalMs",
+        "How often the driver looks for new partitions and topics (Flink's "
+        "`partition.discovery.interval.ms`): `0` at every offset poll, `-1` only at start. New partitions "
+        "start at earliest; a subscription with no partition at start is an error.",
+        default="30000",
+    ),
+    Option(
+        "parallelism",
+        "Reader tasks per micro-batch (Flink's subtasks); partitions are given to tasks by "
+        "`assignmentStrategy`.",
+        default_note="the number of partitions",
+    ),
+    Option(
+        "assignmentStrategy",
+        "How partitions are given to reader tasks: `flink` (Flink's KafkaTopicPartitionAssigner), "
+        "`range`, `roundrobin`, or `sticky` (Kafka's sticky balance, planned from the batch's offsets "
+        "alone, so a restarted query plans a batch alike). The mapping is logged when it changes.",
+        default="flink",
+        allowed=STRATEGIES,
+    ),
+    Option(
+        "minPartitions",
+        "Split large offset ranges so a batch has about this many tasks (Spark's "
+        "KafkaOffsetRangeCalculator). Then every piece is one task, and `parallelism` and "
+        "`assignmentStrategy` may not be set.",
+        spark="",
+    ),
+    Option(
+        "maxRecordsPerPartition",
+        "Cut any offset range longer than this into equal pieces first (with `minPartitions`' rules).",
+        spark="",
+    ),
+    Option(
+        "maxRecordsPerTrigger",
+        "At most this many offsets per micro-batch, shared over partitions in proportion to their "
+        "backlog, none starved. It counts offsets, not records: transaction markers and compacted or "
+        "aborted gaps use part of it. Batch reads ignore it (a warning).",
+    ),
+    Option(
+        "maxOffsetsPerTrigger",
+        "Spark's name for `maxRecordsPerTrigger`.",
+        alias_of="maxRecordsPerTrigger",
+        spark="Spark floors each partition's share and rounds shares under one up, so its batches can "
+        "pass the limit; here a batch never does (largest remainder first). `0` is refused here.",
+    ),
+    Option(
+        "minOffsetsPerTrigger",
+        "A micro-batch waits until this many new offsets are there (over all partitions), or until "
+        "`maxTriggerDelay` has passed since the last batch ran; never under `Trigger.AvailableNow`.",
+        spark="Same meaning; `0` is refused here.",
+    ),
+    Option(
+        "maxTriggerDelay",
+        "The longest `minOffsetsPerTrigger` may hold a batch back: `500ms`, `30s`, `15m`, `1h` (a bare "
+        "number is milliseconds).",
+        default="15m",
+        spark="",
+    ),
+    Option(
+        "failOnDataLoss",
+        "Offsets that are gone fail the query, naming topic, partition and offsets: retention passing the "
+        "query's position, a deleted or recreated topic, a partition whose log ends below the position (an "
+        "unclean election that truncated it), a new partition that does not start at 0. With `false` the "
+        "query skips ahead with a warning saying what is skipped.",
+        default="true",
+        spark="Spark's rules (its `KafkaDataConsumer` and offset reader), and batch `earliest`/`latest` "
+        "bound when the task starts, as Spark does. Beyond Spark: each topic's id is kept beside the "
+        "offsets (`@topicIds` in the progress's offsets), so a recreated topic is data loss even once its "
+        "new log has passed the query's position, and with `false` it is read from its first record "
+        "(Spark goes on from the old position).",
+    ),
+    Option(
+        "includeHeaders",
+        "Add the `headers` column, `array<struct<key string, value binary>>`.",
+        default="false",
+        spark="",
+    ),
+    Option(
+        "groupIdPrefix",
+        "The reader tasks' consumers use `<prefix>-<uuid>-executor` as `group.id` (for group ACLs; they "
+        "never join the group). Ignored when `kafka.group.id` is set.",
+        spark="Without it the reader tasks' group id is `sparkafka-reader`, where Spark's is "
+        "`spark-kafka-source-<uuid>-...-executor`: group ACLs written for Spark's default need this "
+        "option.",
+    ),
+    Option(
+        "pollTimeoutMs",
+        "A reader task that gets no record for this long fails, naming its partitions and offsets.",
+        default="120000",
+    ),
+    Option(
+        "kafkaConsumer.pollTimeoutMs",
+        "Spark's name for `pollTimeoutMs`.",
+        alias_of="pollTimeoutMs",
+        spark="Spark's default is `spark.network.timeout` (120 s unless raised); here it is 120000 ms "
+        "whatever that setting says.",
+    ),
+    Option(
+        "fetchOffset.numRetries",
+        "Accepted and checked for Spark's sake; driver-side lookups retry Kafka's retriable errors with "
+        "backoff within `metadataTimeoutMs`, which outlasts Spark's 3 attempts 1 s apart.",
+        default="3",
+        spark="Checked, then unused (see `metadataTimeoutMs`).",
+    ),
+    Option(
+        "fetchOffset.retryIntervalMs",
+        "As `fetchOffset.numRetries`.",
+        default="1000",
+        spark="Checked, then unused (see `metadataTimeoutMs`).",
+    ),
+    Option(
+        "metadataTimeoutMs",
+        "The bound on each driver-side metadata and offset request, retries included: Kafka's retriable "
+        "errors (leaders not yet known, a coordinator moving, a broker restarting) are retried within it. "
+        "When no broker answers at all, `load()` fails within 5 s, or within this option when it is set.",
+        default=str(DEFAULT_METADATA_TIMEOUT_MS),
+    ),
+    Option(
+        "offsetCommitMode",
+        "When a streaming query's offsets go back to its consumer group: `on_checkpoint` (each "
+        "micro-batch's end offsets, once the batch is in Spark's commit log), `periodic` (the newest "
+        "completed batch's, at most every `offsetCommitIntervalMs`) or `disabled`.",
+        default_note="`on_checkpoint` with `kafka.group.id`, else `disabled`",
+        allowed=COMMIT_MODES,
+    ),
+    Option(
+        "offsetCommitIntervalMs",
+        "The `periodic` commit interval, and the wait before retrying offsets whose commit failed.",
+        default="5000",
+    ),
+    Option(
+        "metricsFile",
+        "Where the source writes its commit counters (read by `sparkafka.source_metrics`).",
+        default_note="`$TMPDIR/sparkafka/metrics/source-<group>.json`",
+    ),
+    Option(
+        "maxEventTimeDrift",
+        "Event-time alignment (Flink's watermark alignment): no micro-batch reads a record this much past "
+        "the slowest non-idle partition's event time (the record's Kafka timestamp). A duration as "
+        "`withWatermark` writes it (`5 minutes`) or Spark's short form (`5m`). With `withWatermark(delay)` "
+        "at least the drift, no record is dropped as late during a catch-up. Streaming only.",
+        spark="None in Spark: its watermark is the largest event time seen, so a lagging partition's "
+        "records are dropped as late (see the event-time page).",
+    ),
+    Option(
+        "partitionIdleTimeout",
+        "With `maxEventTimeDrift`: a partition with no new records for this long stops holding the others "
+        "back, and rejoins when records arrive; a partition held back by alignment is never idle.",
+        spark="None in Spark.",
+    ),
+    Option(
+        "fetcher",
+        "How reader tasks take records off Kafka: `native` (sparkafka's librdkafka extension, no Python "
+        "object per record), `python` (confluent-kafka), or `auto`: native when it is installed and takes "
+        "the `kafka.*` settings, else confluent-kafka, saying why in one INFO line.",
+        default="auto",
+        allowed=FETCHERS,
+    ),
 )
-"""Every option of Spark's Kafka source is here with Spark's meaning (docs/spark-kafka-connector.md),
-beside sparkafka's own (Flink's assigner, startup from the group, group commits)."""
+"""Every option of the source. Every option of Spark's Kafka source is here (``spark`` says how it
+differs), beside sparkafka's own (Flink's assigner, startup from the group, group commits)."""
+
+SOURCE_KAFKA_SETTINGS: tuple[Option, ...] = (
+    Option(
+        "kafka.bootstrap.servers",
+        "The brokers, `host:port[,host:port...]`. Required.",
+        spark="",
+    ),
+    Option(
+        "kafka.group.id",
+        "The consumer group: where `startingOffsets=group` starts and where `offsetCommitMode` commits. "
+        "Reader tasks never join it.",
+        spark="Spark only names its consumers with it; here it also sets the start (`group`) and the "
+        "offset commits. Leave it out for Spark's behaviour, or set `startingOffsets` and "
+        "`offsetCommitMode=disabled`.",
+    ),
+    Option(
+        "kafka.isolation.level",
+        "`read_committed` reads up to the last stable offset (a partition with an open transaction holds "
+        "later records back); `read_uncommitted` shows aborted and in-flight records.",
+        default="read_committed",
+        allowed=("read_committed", "read_uncommitted"),
+        spark="The Java client's default is `read_uncommitted`.",
+    ),
+    Option(
+        "kafka.auto.offset.reset",
+        "The start of a partition without a committed group offset, under `startingOffsets=group`.",
+        default="latest",
+        allowed=OFFSET_RESETS,
+        spark="Spark refuses it.",
+    ),
+    Option(
+        "kafka.enable.auto.commit",
+        "Always off: offsets live in Spark's checkpoint (a warning if you set it true).",
+        spark="Spark refuses it.",
+    ),
+)
+"""The ``kafka.*`` settings the source interprets; every other one goes to librdkafka as given."""
 
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
 """Spark's default ``maxTriggerDelay`` (15m)."""
@@ -249,7 +488,7 @@ def parse_source_options(
     ``batch``: for ``spark.read`` (trigger limits dropped, offsets never committed). ``quiet``: no warning
     about options a batch read ignores (the data source's ``schema()``, asked for streams and batches alike).
     """
-    reader = OptionReader(options, SOURCE_OPTIONS, "sparkafka source", client="consumer")
+    reader = OptionReader(options, names(SOURCE_OPTIONS), "sparkafka source", client="consumer")
     kafka, reset = _kafka_settings(reader)
     group_id = kafka.get("group.id") or None
     subscription = _parse_subscription(reader)
