@@ -267,7 +267,8 @@ class IntentLog:
     Lazily: a writer that never wrote (a query that failed or stopped before its first batch, a process
     that only reads) leaves no topic behind; until the first write, a read finds an empty log. The first
     write is a task's claim of transactional ids or the driver's first intent, whichever comes first (for
-    a streaming query, batch 0, which Spark runs even when it is empty).
+    a streaming query, batch 0, which Spark runs even when it is empty); a task about to write its witness
+    record makes sure of it too (``sink.task.write_task``).
     """
 
     def __init__(
@@ -281,7 +282,8 @@ class IntentLog:
         self._create = create
 
     def create(self) -> None:
-        """Make the topic now, as the first write would (tools and tests that write to it by other means)."""
+        """Make the topic now, as the first write would (tasks about to write their witness records into it,
+        tools and tests that write to it by other means)."""
         self._ensure_topic()
 
     def _ensure_topic(self) -> None:
