@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkafka-installed
 
-.PHONY: demo test check lint docs docs-serve unit integration kafka spark-kafka native dist bench-vs-spark bench-event-time bench-read-path bench-memory bench-source bench-sink bench-latency bench-avro setup check-java clean
+.PHONY: demo test check lint docs docs-serve unit integration kafka spark-kafka native dist bench-vs-spark bench-event-time bench-read-path bench-read-path-tls bench-memory bench-source bench-sink bench-latency bench-avro setup check-java clean
 
 setup: $(STAMP) check-java kafka native
 
@@ -20,21 +20,20 @@ spark-kafka: $(STAMP) check-java
 	@$(PY) -m sparkafka.local.spark_kafka_dist
 
 # sparkafka's native fetch (native/: Rust over librdkafka built from source, locked in native/Cargo.lock), into
-# the venv; cargo's build cache is ~/.cache/sparkafka/native-manylinux, so a second clone builds in seconds.
-# Without it sparkafka reads through confluent-kafka (option fetcher=auto). On Linux the wheel is the one
-# `make dist` ships: linked by zig (the ziglang package) against glibc 2.28, so it is tagged manylinux_2_28 and
-# pip takes it on other Linux machines, no Rust needed there (about 2.5 min cold on 2 cores, seconds warm).
+# the venv; cargo's build cache is ~/.cache/sparkafka/native-target, so a second clone builds in seconds.
+# Without it sparkafka reads through confluent-kafka (option fetcher=auto). TLS and SASL come from the system's
+# OpenSSL 3 (libssl-dev, checked by scripts/check_rust.sh), linked dynamically so that the system's security
+# updates reach it: hence a wheel tagged linux_x86_64, for this machine's venv, not manylinux.
 NATIVE_STAMP := $(VENV)/.sparkafka-native
-NATIVE_TARGET := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/sparkafka/native-manylinux
+NATIVE_TARGET := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/sparkafka/native-target
 NATIVE_WHEELS := $(VENV)/native-wheels
-NATIVE_PORTABLE := $(if $(filter Linux,$(shell uname -s)),--zig --compatibility manylinux_2_28)
 native: $(NATIVE_STAMP)
 
 $(NATIVE_STAMP): $(STAMP) $(wildcard native/Cargo.* native/pyproject.toml native/README.md native/*.pyi native/src/*.rs)
 	@scripts/check_rust.sh
 	rm -rf $(NATIVE_WHEELS)
-	PATH="$(abspath $(VENV))/bin:$$PATH" CARGO_TARGET_DIR=$(NATIVE_TARGET) $(VENV)/bin/maturin build --quiet \
-		--release --locked $(NATIVE_PORTABLE) -i $(PY) -m native/Cargo.toml -o $(NATIVE_WHEELS)
+	CARGO_TARGET_DIR=$(NATIVE_TARGET) $(VENV)/bin/maturin build --quiet --release --locked \
+		--compatibility linux -i $(PY) -m native/Cargo.toml -o $(NATIVE_WHEELS)
 	$(PY) -m pip install --quiet --force-reinstall --no-deps $(NATIVE_WHEELS)/sparkafka_native-*.whl
 	touch $@
 
@@ -107,6 +106,10 @@ bench-latency: setup
 
 bench-read-path: setup spark-kafka
 	$(PY) bench/read_path.py --spark
+
+# The same over TLS with SASL/SCRAM (a secured local broker): the native fetch against confluent-kafka.
+bench-read-path-tls: setup spark-kafka
+	$(PY) bench/read_path.py --spark --tls
 
 bench-memory: setup
 	$(PY) bench/worker_memory.py

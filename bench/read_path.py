@@ -23,7 +23,12 @@ batch reads of the same topic on ``local[2]`` into ``noop``, alternating, each `
 Ratios are against the median raw rate (goals, issue 29: read_ranges >= 1.0 x raw); the Spark rows also
 against Spark's connector.
 
-    python bench/read_path.py [--records N] [--partitions P] [--repeat K] [--spark]
+With ``--tls`` every row reads over TLS, logged in with SASL/SCRAM-SHA-512 (``sparkafka broker --secure``'s
+broker, as its super user): the native fetch (librdkafka 2.12 on the system's OpenSSL) against
+confluent-kafka (librdkafka 2.16 on its bundled OpenSSL), and Spark's connector with the Java client's
+settings for the same login.
+
+    python bench/read_path.py [--records N] [--partitions P] [--repeat K] [--spark] [--tls]
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from source_throughput import fill
 from sparkafka.local import ApacheKafka
+from sparkafka.local.secure_kafka import SecureKafka
 from sparkafka.local.spark import local_spark, stop_spark
 from sparkafka.local.spark_kafka_dist import SPARK_KAFKA, spark_jars
 from sparkafka.source.fetch import ROWS_PER_BATCH, OffsetRange, arrow_schema, read_ranges
@@ -131,9 +137,27 @@ def spark_read(spark: Any, fmt: str, options: Mapping[str, str], total: int) -> 
     return total / elapsed
 
 
+def java_options(conf: Mapping[str, str]) -> dict[str, str]:
+    """Spark's ``format("kafka")`` options (the Java client's names) for librdkafka settings ``conf``."""
+    options = {"kafka.bootstrap.servers": conf["bootstrap.servers"]}
+    if "security.protocol" in conf:
+        options["kafka.security.protocol"] = conf["security.protocol"]
+    if "ssl.ca.location" in conf:
+        options["kafka.ssl.truststore.type"] = "PEM"
+        options["kafka.ssl.truststore.location"] = conf["ssl.ca.location"]
+    if "sasl.mechanism" in conf:
+        module = "scram.ScramLoginModule" if "SCRAM" in conf["sasl.mechanism"] else "plain.PlainLoginModule"
+        options["kafka.sasl.mechanism"] = conf["sasl.mechanism"]
+        options["kafka.sasl.jaas.config"] = (
+            f'org.apache.kafka.common.security.{module} required username="{conf["sasl.username"]}" '
+            f'password="{conf["sasl.password"]}";'
+        )
+    return options
+
+
 def spark_rows(conf: Mapping[str, str], topic: str, args: argparse.Namespace, per: int) -> None:
     total = per * args.partitions
-    kafka = {"kafka.bootstrap.servers": conf["bootstrap.servers"], "subscribe": topic}
+    kafka = {**{f"kafka.{k}": v for k, v in conf.items()}, "subscribe": topic}
     theirs = SPARK_KAFKA.installed_libs() is not None
     spark = local_spark(app_name="bench-read-path", config={"spark.jars": spark_jars()} if theirs else None)
     spark.dataSource.register(FloorSource)
@@ -147,7 +171,7 @@ def spark_rows(conf: Mapping[str, str], topic: str, args: argparse.Namespace, pe
         "arrow floor": (FloorSource.name(), {"partitions": str(args.partitions), "per": str(per)}),
     }
     if theirs:
-        formats["spark kafka"] = ("kafka", kafka)
+        formats["spark kafka"] = ("kafka", {**java_options(conf), "subscribe": topic})
     try:
         for fmt, options in formats.values():  # warm-up: workers, consumers, the JIT
             spark_read(spark, fmt, options, total)
@@ -161,7 +185,8 @@ def spark_rows(conf: Mapping[str, str], topic: str, args: argparse.Namespace, pe
     finally:
         stop_spark(spark)
     medians = {name: statistics.median(r) for name, r in rates.items()}
-    print(f"batch reads on local[2] into noop, {total:,} records, medians of {args.repeat}:")
+    over = f" over {conf['security.protocol']}" if "security.protocol" in conf else ""
+    print(f"batch reads on local[2] into noop{over}, {total:,} records, medians of {args.repeat}:")
     for name, rate in medians.items():
         vs = f"  {rate / medians['spark kafka']:.2f} x spark kafka" if theirs else ""
         print(f"  {name:<30} {rate:>10,.0f} records/s{vs}")
@@ -175,9 +200,11 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--spark", action="store_true", help="also the batch reads under Spark (see above)")
+    parser.add_argument("--tls", action="store_true", help="over TLS with SASL/SCRAM-SHA-512 (see above)")
     args = parser.parse_args()
-    with ApacheKafka(data_dir=tempfile.mkdtemp(prefix="bench-read-path-")) as broker:
-        conf = {"bootstrap.servers": broker.bootstrap_servers}
+    kind = SecureKafka if args.tls else ApacheKafka
+    with kind(data_dir=tempfile.mkdtemp(prefix="bench-read-path-")) as broker:
+        conf = broker.admin_settings()
         topic = f"bench-read-{uuid.uuid4().hex[:6]}"
         fill(conf, topic, args.records, args.partitions)
         per = args.records // args.partitions
@@ -189,8 +216,9 @@ def main() -> None:
             rows["read_ranges python"].append(ranges(conf, topic, args.partitions, per, "python"))
             print(f"run {i + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rows.items()), flush=True)
         base = statistics.median(rows["raw"])
+        over = " over TLS (SASL_SSL, SCRAM-SHA-512)" if args.tls else ""
         print(
-            f"{total:,} records of 100 B in {args.partitions} partitions, one process, "
+            f"{total:,} records of 100 B in {args.partitions} partitions{over}, one process, "
             f"medians of {args.repeat}:"
         )
         for name, rates in rows.items():

@@ -359,7 +359,8 @@ impl Reader {
 #[pymethods]
 impl Reader {
     /// A consumer with librdkafka settings `conf` (strings). Raises ValueError((key, reason)) for a setting
-    /// this build does not take (ssl and sasl are not built in); the reason never repeats the value.
+    /// this build does not take (TLS, SASL PLAIN and SCRAM are built in, GSSAPI is not); the reason never
+    /// repeats the value.
     #[new]
     fn new(conf: &Bound<'_, PyDict>) -> PyResult<Self> {
         let mut errstr = [0 as c_char; 512];

@@ -11,7 +11,6 @@ import functools
 import logging
 import os
 import sys
-import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar
 
@@ -89,30 +88,28 @@ def first_contact(
     options: Mapping[str, Any],
     metadata_timeout_ms: int,
     *,
-    admin: Any = None,
+    make_admin: Any = None,
     once: bool = False,
-    clock: Callable[[], float] = time.monotonic,
 ) -> None:
-    """Ask the brokers for their topics once; raise BrokerError, one sentence, if none answers in time.
+    """Ask the brokers for their topics once; raise one sentence if none answers or they refuse the client.
 
     Runs where a query or write first needs Kafka, before the lookups that retry for ``metadataTimeoutMs``
     (30 s by default, right for a cluster that answered once and is electing leaders or restarting a
     broker, long for an address where nothing ever answered: measured 35 s and 581 librdkafka lines for a
     batch read from a wrong port). The bound is ``FIRST_CONTACT_S``, or ``metadataTimeoutMs`` when the user
-    set that option (a cluster known to answer slowly, say after an OAuth token fetch). Once this succeeds,
-    the lookups that follow keep their full retries. The client asking logs nothing (``log_level`` 0): the
-    sentence replaces librdkafka's "Connection refused" lines, as in ``sparkafka run``'s pre-flight.
+    set that option (a cluster known to answer slowly, say after an OAuth token fetch). A refused login or
+    TLS handshake is its own sentence at once (``client.contact.first_answer``). Once this succeeds, the
+    lookups that follow keep their full retries.
 
     Args:
         kafka: the librdkafka settings (``kafka.*`` without the prefix).
         options: the raw options, to tell whether ``metadataTimeoutMs`` was set.
         metadata_timeout_ms: ``metadataTimeoutMs`` as parsed.
-        admin: the AdminClient to ask; default the process's cached one (tests pass a fake).
+        make_admin: makes the AdminClient to ask (tests pass a fake).
         once: ask only if these settings have not had an answer in this process yet. For the streaming
             sink, whose writer Spark makes every micro-batch in a planner process it keeps (and for an
             update-mode query's micro-batches): a broker restarting under a running query is ridden out by
             the retries, not failed within 5 s.
-        clock: the clock the bound is kept with (tests pass a fake).
     """
     from sparkafka.client.contact import first_answer
 
@@ -122,7 +119,10 @@ def first_contact(
 
     explicit = any(str(k).lower() == "metadatatimeoutms" for k in options)
     timeout_s = metadata_timeout_ms / 1000 if explicit else min(FIRST_CONTACT_S, metadata_timeout_ms / 1000)
-    first_answer(kafka, timeout_s, admin=admin, clock=clock)
+    if make_admin is None:
+        first_answer(kafka, timeout_s)
+    else:
+        first_answer(kafka, timeout_s, make_admin=make_admin)
     _contacted.add(key)
 
 
@@ -226,7 +226,6 @@ class KafkaDataSource(DataSource):
 
     @sentence_errors
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from sparkafka.errors import ConfigError
         from sparkafka.sink.modes import split_stream_batch
         from sparkafka.sink.options import input_columns, parse_sink_options
         from sparkafka.sink.writer import KafkaBatchWriter

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AuthenticationError",
+    "AuthorizationError",
     "BrokerError",
     "ConfigError",
     "DataLossError",
@@ -32,6 +34,31 @@ class BrokerError(SparkafkaError):
     Retriable broker errors never reach the user as this: the client layer (``sparkafka.client.core``) retries
     them until the caller's timeout, and only then raises this, naming the bootstrap servers.
     """
+
+
+class AuthenticationError(BrokerError):
+    """The brokers answered but would not let the client in: a TLS or SASL failure, named in one sentence.
+
+    Never retried: a wrong password, an untrusted certificate or a mechanism the brokers do not enable
+    stays wrong (``sparkafka.client.security`` words each).
+    """
+
+
+class AuthorizationError(BrokerError):
+    """The brokers refused an operation by ACL: the message names the user, the operation and the resource.
+
+    Never retried. Raised where the refusal is met (driver or task) by ``sparkafka.client.security``.
+    """
+
+    def __init__(self, message: str, principal: str, operation: str, resource: str) -> None:
+        """An error with ``message`` about ``principal`` lacking ``operation`` on ``resource``."""
+        super().__init__(message)
+        self.principal = principal
+        """The user (SASL user name, or the client certificate's subject)."""
+        self.operation = operation
+        """The permission missing: ``READ``, ``WRITE``, ``DESCRIBE``, ``CREATE``."""
+        self.resource = resource
+        """``topic orders``, ``group etl``, ``transactional id orders-eos-*``."""
 
 
 class PartitionsGoneError(BrokerError):

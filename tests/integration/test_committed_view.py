@@ -27,12 +27,13 @@ def test_oracle_on_committed_aborted_and_open_transactions(
     plain.produce(topic, b"plain-1", partition=1)
     plain.flush(30)
 
+    # Kafka writes the abort's markers after answering EndTxn: the view waits for them (settle_s).
+    view = committed_view(kafka_conf, topic, settle_s=10)
     raw = read_raw_batches(kafka_conf, topic)
     markers = [b.control_type for b in raw[0] if b.is_control]
     assert markers == [CONTROL_COMMIT, CONTROL_ABORT]
     assert any(r.value == b"aborted-0" for b in raw[0] for r in b.records), "raw view must show aborted data"
 
-    view = committed_view(kafka_conf, topic)
     assert [r.value for r in view[0]] == [b"plain-0", b"committed-0"]
     assert [r.value for r in view[1]] == [b"committed-1", b"plain-1"]
 
@@ -44,7 +45,7 @@ def test_oracle_on_committed_aborted_and_open_transactions(
     plain.flush(30)
     assert [r.value for r in committed_view(kafka_conf, topic)[1]] == [b"committed-1", b"plain-1"]
     txn.commit_transaction(30)
-    assert [r.value for r in committed_view(kafka_conf, topic)[1]] == [
+    assert [r.value for r in committed_view(kafka_conf, topic, settle_s=10)[1]] == [
         b"committed-1",
         b"plain-1",
         b"open-1",

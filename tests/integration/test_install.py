@@ -1,7 +1,7 @@
 """The wheels as a user installs them: into a fresh venv outside the source tree, with no register().
 
 ``sparkafka`` (pure Python) is built from this tree (``python -m build``, a few seconds); ``sparkafka-native``
-is the manylinux wheel ``make native`` built and installed into the source venv (``.venv/native-wheels``),
+is the wheel ``make native`` built and installed into the source venv (``.venv/native-wheels``),
 the one ``make dist`` ships. Each test makes a venv in a temporary directory and installs into it with pip,
 offline (``--no-index``): sparkafka and sparkafka-native from the wheels, every other requirement found
 already installed in a directory of links to the source venv's dependencies (pyspark, pyarrow,

@@ -120,6 +120,8 @@ ERROR_CLASSES = {
     "SparkafkaError",
     "ConfigError",
     "BrokerError",
+    "AuthenticationError",
+    "AuthorizationError",
     "PartitionsGoneError",
     "DataLossError",
     "TransactionError",

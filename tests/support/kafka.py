@@ -163,8 +163,9 @@ class Kafka:
                 producer.commit_transaction(30)
 
     def committed(self, topic: str) -> list[RawRecord]:
-        """Every record a correct read_committed consumer sees in ``topic``, partition by partition."""
-        return [r for records in committed_view(self.conf, topic).values() for r in records]
+        """Every record a correct read_committed consumer sees in ``topic``, partition by partition, once the
+        markers of transactions just committed or aborted are in the log (up to 10 s)."""
+        return [r for records in committed_view(self.conf, topic, settle_s=10).values() for r in records]
 
     def committed_values(self, topic: str) -> Counter[bytes | None]:
         """The committed records' values, counted (duplicates show as counts above one)."""

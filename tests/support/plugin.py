@@ -26,6 +26,8 @@ from sparkafka.local.kafka_broker import ApacheKafka
 from sparkafka.ops.probes import Capability, probe_broker
 from tests.support.kafka import Kafka
 
+pytest_plugins = ["tests.support.secure"]  # the secured broker's fixtures (test_secure_*.py)
+
 _capabilities: dict[str, Capability] = {}
 
 TEST_BROKER_CONFIG = {

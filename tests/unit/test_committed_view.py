@@ -78,3 +78,13 @@ def test_next_offset_uses_last_offset_when_records_were_compacted() -> None:
     batch = RawBatch(base_offset=10, records=(rec(10, "a"),), last_offset=14)
     assert batch.next_offset == 15
     assert RawBatch(base_offset=3, control_type=CONTROL_COMMIT, producer_id=1).next_offset == 4
+
+
+def test_a_transaction_is_open_until_its_marker() -> None:
+    from sparkafka.ops.committed_view import has_open_transaction
+
+    assert not has_open_transaction([data(0, "plain")])
+    assert has_open_transaction([data(0, "a", pid=1)])
+    assert not has_open_transaction([data(0, "a", pid=1), marker(1, 1, CONTROL_COMMIT)])
+    assert has_open_transaction([data(0, "a", pid=1), marker(1, 1, CONTROL_ABORT), data(2, "b", pid=1)])
+    assert has_open_transaction([data(0, "a", pid=1), data(1, "b", pid=2), marker(2, 1, CONTROL_COMMIT)])

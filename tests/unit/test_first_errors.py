@@ -90,13 +90,16 @@ def test_outside_a_spark_worker_nothing_is_changed(monkeypatch: pytest.MonkeyPat
 class _Admin:
     """An AdminClient that answers list_topics with ``error`` (or a cluster without topics)."""
 
-    def __init__(self, error: KafkaException | None = None) -> None:
+    def __init__(self, error: KafkaException | None = None, clock: Any = None) -> None:
         self.error = error
         self.timeouts: list[float] = []
+        self.clock = clock
 
     def list_topics(self, timeout: float) -> Any:
         self.timeouts.append(timeout)
         if self.error is not None:
+            if self.clock is not None:
+                self.clock.now += timeout
             raise self.error
 
         class Metadata:
@@ -104,16 +107,31 @@ class _Admin:
 
         return Metadata()
 
+    def poll(self, timeout: float) -> int:
+        return 0
+
 
 def test_first_contact_fails_in_one_sentence_naming_the_address() -> None:
-    admin = _Admin(KafkaException(KafkaError(KafkaError._INVALID_ARG, "Failed to get metadata: nope")))
+    from sparkafka.client.contact import first_answer
+
+    clock = _Clock()
+    error = KafkaException(KafkaError(KafkaError._INVALID_ARG, "Failed to get metadata: nope"))
+    admin = _Admin(error, clock)
     with pytest.raises(BrokerError) as raised:
-        first_contact({"bootstrap.servers": "10.0.0.1:1"}, {}, 30_000, admin=admin)
+        first_answer(
+            {"bootstrap.servers": "10.0.0.1:1"},
+            5.0,
+            make_admin=lambda _settings: admin,
+            clock=lambda: clock.now,
+            sleep=lambda s: setattr(clock, "now", clock.now + s),
+            probe_tls=lambda _conf: False,
+        )
     assert str(raised.value) == (
         "listing topics failed against bootstrap servers 10.0.0.1:1 (option kafka.bootstrap.servers): no "
         "Kafka broker answered within 5 s; is it running, and is the address right? (librdkafka: Failed to "
         "get metadata: nope)"
     )
+    assert sum(admin.timeouts) == pytest.approx(5.0)
 
 
 @pytest.mark.parametrize(
@@ -124,13 +142,15 @@ def test_first_contact_fails_in_one_sentence_naming_the_address() -> None:
         ({"metadataTimeoutMs": "60000"}, 60_000, 60.0),  # set by the user: theirs
     ],
 )
-def test_first_contact_bound(options: dict[str, str], metadata_timeout_ms: int, bound_s: float) -> None:
-    admin = _Admin()
-    frozen = 100.0  # no time passes: the whole bound is left for the one request
-    first_contact(
-        {"bootstrap.servers": "b:1"}, options, metadata_timeout_ms, admin=admin, clock=lambda: frozen
-    )
-    assert admin.timeouts == [bound_s]
+def test_first_contact_bound(
+    options: dict[str, str], metadata_timeout_ms: int, bound_s: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sparkafka.client import contact
+
+    bounds: list[float] = []
+    monkeypatch.setattr(contact, "first_answer", lambda _conf, timeout_s, **_: bounds.append(timeout_s))
+    first_contact({"bootstrap.servers": "b:1"}, options, metadata_timeout_ms)
+    assert bounds == [bound_s]
 
 
 class _Clock:
@@ -507,9 +527,7 @@ def test_a_prefix_without_an_intent_log_is_not_read(tmp_path: Path) -> None:
     check_prefix_owner(cfg, {"in": 1, "out": 1})  # no _sparkafka-intents-orders: no client is made
 
 
-def test_a_setting_librdkafka_refuses_at_client_creation_is_one_sentence_at_load(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_setting_librdkafka_refuses_at_client_creation_is_one_sentence_at_load() -> None:
     from confluent_kafka import KafkaError, KafkaException
 
     from sparkafka.datasource import first_contact
@@ -520,11 +538,8 @@ def test_a_setting_librdkafka_refuses_at_client_creation_is_one_sentence_at_load
     def refuse(_conf: object) -> None:  # what librdkafka answers for a CA file that is not there (measured)
         raise KafkaException(KafkaError(KafkaError._INVALID_ARG, said))
 
-    from sparkafka.client import metadata
-
-    monkeypatch.setattr(metadata, "admin_client", refuse)  # what AdminMetadata makes its client with
     kafka = {"bootstrap.servers": "127.0.0.1:9", "security.protocol": "SSL", "ssl.ca.location": "/no/ca.pem"}
     with pytest.raises(
         ConfigError, match=r"could not be made with these kafka\.\* settings: .*ssl\.ca\.location"
     ):
-        first_contact(kafka, {}, 30_000)
+        first_contact(kafka, {}, 30_000, make_admin=refuse)

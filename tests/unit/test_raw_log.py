@@ -14,7 +14,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from sparkafka.client import raw_log
 from sparkafka.client.raw_log import LogRangeGoneError, Marker, find_marker
-from sparkafka.errors import BrokerError
+from sparkafka.errors import AuthorizationError, BrokerError
 from sparkafka.structs import TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -47,8 +47,9 @@ def fetch_answer(hwm: int, records: bytes = b"", error: int = 0) -> Any:
 class Broker:
     """A kafka-python client whose Fetch answers come from a script (an answer, or an exception)."""
 
-    def __init__(self, fetches: list[Any], log_start: int = 0) -> None:
+    def __init__(self, fetches: list[Any], log_start: int = 0, topic_error: int = 0) -> None:
         self.fetches: Iterator[Any] = iter(fetches)
+        self.topic_error = topic_error
         self.log_start = log_start
         self.refreshed = 0
         self.cluster = SimpleNamespace(
@@ -70,7 +71,7 @@ class Broker:
         name = type(request).__name__
         if name.startswith("Metadata"):
             self.refreshed += 1
-            return None
+            return SimpleNamespace(topics=[SimpleNamespace(name=TP.topic, error_code=self.topic_error)])
         if name.startswith("ListOffsets"):
             part = SimpleNamespace(error_code=0, offset=self.log_start)
             return SimpleNamespace(topics=[SimpleNamespace(partitions=[part])])
@@ -82,8 +83,8 @@ class Broker:
 
 @pytest.fixture
 def broker(monkeypatch: pytest.MonkeyPatch) -> Any:
-    def install(fetches: list[Any], log_start: int = 0) -> Broker:
-        fake = Broker(fetches, log_start)
+    def install(fetches: list[Any], log_start: int = 0, topic_error: int = 0) -> Broker:
+        fake = Broker(fetches, log_start, topic_error)
         monkeypatch.setattr(raw_log, "new_kafka_python_client", lambda _conf: fake)
         return fake
 
@@ -126,3 +127,46 @@ def test_an_offset_no_longer_in_the_log_says_where_the_log_starts(broker: Any) -
     ) as gone:
         find_marker({}, TP, 7, (2, 5), timeout_s=10)
     assert gone.value.log_start == 40
+
+
+SASL = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "etl"}
+
+
+def test_a_fetch_refused_by_acl_is_one_sentence_naming_the_user_and_the_grant(broker: Any) -> None:
+    """The driver reads the intent log raw when an EndTxn answer cannot say what became of a transaction;
+    a missing READ there is the sentence every other refusal is, not "error 29" (the authorization code)."""
+    broker([fetch_answer(-1, error=29)])
+    with pytest.raises(AuthorizationError) as refused:
+        find_marker(SASL, TP, 7, (2, 5), timeout_s=10)
+    assert str(refused.value) == (
+        "user etl may not READ topic t (fetching t-0 for its raw log): grant it with kafka-acls.sh --add "
+        "--allow-principal User:etl --operation Read --topic t"
+    )
+
+
+def test_a_topic_the_user_may_not_describe_is_one_sentence_at_once(broker: Any) -> None:
+    fake = broker([], topic_error=29)
+    with pytest.raises(AuthorizationError, match=r"^user etl may not DESCRIBE topic t \(looking it up"):
+        find_marker(SASL, TP, 7, (2, 5), timeout_s=10)
+    assert fake.refreshed == 1  # not asked again until a timeout
+
+
+def test_the_marker_search_does_not_take_a_refusal_for_a_broker_to_ask_again(
+    broker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refused read leaves the batch pending with the ACL's sentence, not "the next writer tries again"."""
+    from sparkafka.sink import outcomes
+    from sparkafka.sink.txn_control import MarkerProbe, TxnHandle
+
+    class Ends:
+        def __init__(self, *_: Any) -> None:
+            pass
+
+        def latest(self, tps: Any) -> dict[TopicPartition, int]:
+            return dict.fromkeys(tps, 5)
+
+    monkeypatch.setattr(outcomes, "AdminMetadata", Ends)
+    broker([fetch_answer(-1, error=29)])
+    handle = TxnHandle("eos-0", 7, 3, probe=MarkerProbe("t", 0, 2))
+    with pytest.raises(AuthorizationError, match=r"^user etl may not READ topic t "):
+        outcomes.KafkaEvidence(SASL, 10).find(handle, 0, 0)

@@ -60,6 +60,9 @@ class _Admin:
         self.topics = topics
         self.asked = 0
 
+    def poll(self, timeout: float) -> int:
+        return 0
+
     def list_topics(self, timeout: float) -> Any:
         self.asked += 1
         topics = {
@@ -87,6 +90,6 @@ def test_a_streaming_sink_checks_once_per_process(monkeypatch: pytest.MonkeyPatc
     admin = _Admin({"out": 1})
     options = parse_sink_options(BASE)
     for _ in range(3):  # three micro-batches' writers in one planner process
-        datasource.first_contact(options.kafka, {}, 30_000, admin=admin, once=True)
+        datasource.first_contact(options.kafka, {}, 30_000, make_admin=lambda _: admin, once=True)
         datasource.check_sink_topic(options, admin=admin, once=True)
     assert admin.asked == 2  # one first contact, one topic lookup

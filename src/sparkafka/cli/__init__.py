@@ -40,6 +40,14 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 def _start_broker(args: argparse.Namespace) -> Any:
     """The broker ``sparkafka broker`` asked for, started, its description printed."""
+    from sparkafka.errors import BrokerError
+
+    if args.tansu and args.secure:
+        raise BrokerError("option --secure is for Apache Kafka, not --tansu")
+    if args.client_config and not args.secure:
+        raise BrokerError(
+            "option --client-config needs --secure (a plaintext broker has no settings to write)"
+        )
     if args.tansu:
         from sparkafka.local.broker import KNOWN_GAPS, EmbeddedBroker
 
@@ -53,8 +61,10 @@ def _start_broker(args: argparse.Namespace) -> Any:
         print(f"`sparkafka doctor --bootstrap-servers {tansu.bootstrap_servers}` checks each. Ctrl-C to stop")
         return tansu
     from sparkafka.local.kafka_broker import ApacheKafka
+    from sparkafka.local.secure_kafka import SecureKafka
 
-    kafka = ApacheKafka(brokers=args.brokers, port=args.port, data_dir=args.data_dir, heap=args.heap).start()
+    kind = SecureKafka if args.secure else ApacheKafka
+    kafka = kind(brokers=args.brokers, port=args.port, data_dir=args.data_dir, heap=args.heap).start()
     nodes = (
         "1 broker, also the controller" if args.brokers == 1 else f"{args.brokers} brokers, each a controller"
     )
@@ -63,6 +73,11 @@ def _start_broker(args: argparse.Namespace) -> Any:
         f"ready in {kafka.started_in_s:.1f} s; pids {', '.join(str(p) for p in kafka.pids)}; data and logs "
         f"in {kafka.data_dir}" + ("" if args.data_dir else " (removed at exit)") + ". Ctrl-C to stop"
     )
+    if isinstance(kafka, SecureKafka):
+        from sparkafka.local.secure_kafka import describe_settings
+
+        written = kafka.write_client_config(args.client_config or kafka.data_dir / "client.json")
+        print(describe_settings(kafka, written))
     return kafka
 
 
@@ -124,7 +139,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         print(f"sparkafka doctor: {e}", file=sys.stderr)
         return 1
     console = Console()
-    table = Table(title=f"sparkafka doctor: {args.bootstrap_servers}")
+    table = Table(title=f"sparkafka doctor: {conf['bootstrap.servers']}")
     for name in ("check", "result", "observed", "what fails without it"):
         table.add_column(name, overflow="fold")
     passed = failed = 0
@@ -353,8 +368,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _connection_args(parser: argparse.ArgumentParser, operations: bool = False) -> None:
-    """``--bootstrap-servers`` and ``--timeout``, the same for every tool that talks to Kafka."""
-    parser.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+    """``--bootstrap-servers``, ``--command-config`` and ``--timeout``, the same for every tool that talks to
+    Kafka."""
+    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="the brokers (or --command-config)")
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="librdkafka settings (TLS, SASL): key=value lines, or JSON (FILE.json#NAME: one object of "
+        "several, as `sparkafka broker --secure --client-config` writes); ${VAR} from the environment",
+    )
     what = "; also each operation's bound (default 30 s)" if operations else ""
     parser.add_argument(
         "--timeout",
@@ -370,11 +392,10 @@ def _settings(args: argparse.Namespace) -> dict[str, str]:
 
     The same first contact as ``load()`` and the sinks (``client.contact``): 5 s unless ``--timeout``.
     """
-    from sparkafka.client.contact import FIRST_CONTACT_S, first_answer
+    from sparkafka.cli.connection import client_settings
+    from sparkafka.client.contact import FIRST_CONTACT_S
 
-    conf = {"bootstrap.servers": args.bootstrap_servers}
-    first_answer(conf, args.timeout or FIRST_CONTACT_S)
-    return conf
+    return client_settings(args.bootstrap_servers, args.command_config, args.timeout or FIRST_CONTACT_S)
 
 
 def _operation_s(args: argparse.Namespace) -> float:
@@ -406,6 +427,18 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     )
     broker.add_argument("--heap", default="512m", help="JVM heap per broker (default 512m)")
     broker.add_argument("--data-dir", default=None, help="keep data and logs here (default: a temporary dir)")
+    broker.add_argument(
+        "--secure",
+        action="store_true",
+        help="TLS only: SASL_SSL (SCRAM-SHA-512, PLAIN) and mutual TLS, ACLs on; a super user and an "
+        "application user without ACLs (docs/security.md)",
+    )
+    broker.add_argument(
+        "--client-config",
+        metavar="FILE",
+        help="with --secure: where to write the logins' kafka.* settings, passwords included (JSON, mode "
+        "0600; default: client.json in the data dir)",
+    )
     broker.add_argument("--tansu", action="store_true", help="the pip-only tansu broker instead (known gaps)")
     broker.add_argument("--storage", default="memory://tansu/", help="with --tansu: its storage engine URL")
     broker.set_defaults(func=_cmd_broker)

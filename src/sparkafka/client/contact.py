@@ -1,9 +1,16 @@
 """The first contact with the brokers: an answer, or one sentence saying why none came, within seconds.
 
-Runs where a query, a write or a CLI tool first needs Kafka (the driver side, the CLI), before the lookups
-that retry for ``metadataTimeoutMs`` (30 s by default: right for a cluster that answered once and is
-electing leaders, long for an address where nothing ever answered: measured 30-35 s and hundreds of
-librdkafka lines, then a raw ``KafkaError{_TRANSPORT}``). Every entry point gives the same sentence.
+Runs where a query, a write, a pipeline or a CLI tool first needs Kafka (the driver side, the CLI), before
+the lookups that retry for ``metadataTimeoutMs``. librdkafka answers a refused login, an untrusted
+certificate or a plaintext client at a TLS port alike: "Broker transport failure" once its wait is over.
+The reason comes only through its error callback, served by ``poll``, so the first contact asks in short
+slices and reads the callback between them: a wrong password is a sentence in about half a second
+(``client.security.contact_failure``), not "no broker answered" after five. Measured against Apache Kafka
+4.4 (tests/integration/test_secure_mistakes.py): a wrong password, an unknown user, a mechanism the brokers
+do not enable (``_AUTHENTICATION``), an untrusted CA and a host name the certificate does not list (``_SSL``,
+both "certificate verify failed"), no or an expired client certificate at a mutual-TLS port (``_TRANSPORT``
+with a TLS alert), and a plaintext client at a TLS port (no error at all: the broker closes the
+connection), which ``security.speaks_tls`` finds after a second without an answer.
 """
 
 from __future__ import annotations
@@ -12,54 +19,112 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sparkafka.client.metadata import AdminMetadata
-from sparkafka.errors import BrokerError, ConfigError
+from sparkafka.client.core import admin_settings
+from sparkafka.client.log import logged
+from sparkafka.client.security import contact_failure, speaks_tls
+from sparkafka.errors import AuthenticationError, BrokerError, ConfigError
 
-__all__ = ["FIRST_CONTACT_S", "first_answer", "no_answer"]
+__all__ = ["FIRST_CONTACT_S", "SLICE_S", "first_answer"]
 
 FIRST_CONTACT_S = 5.0
-"""How long the first contact may go unanswered before the sentence (``load()``, the sinks, the CLI)."""
+"""How long the first contact may go unanswered before the sentence (``load()``, the sinks, the CLI tools,
+whose ``--timeout`` replaces it)."""
+
+SLICE_S = 0.25
+"""How long each ask waits before the error callback is read (a refused login takes about 0.3 s)."""
+
+TLS_PROBE_AFTER_S = 1.0
+"""A plaintext client with no answer by then asks, once, whether the port speaks TLS (``speaks_tls``)."""
 
 
-def no_answer(conf: Mapping[str, Any], timeout_s: float, reason: str) -> BrokerError:
-    """The one sentence for brokers that did not answer: where, how long, what to check, and why."""
-    return BrokerError(
-        f"listing topics failed against bootstrap servers {conf.get('bootstrap.servers')} (option "
-        f"kafka.bootstrap.servers): no Kafka broker answered within {timeout_s:g} s; is it running, and is "
-        f"the address right? (librdkafka: {reason or 'no answer'})"
-    )
+def _make_admin(settings: Mapping[str, Any]) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(logged(settings))
 
 
 def first_answer(
     conf: Mapping[str, str],
     timeout_s: float,
     *,
-    admin: Any = None,
+    make_admin: Callable[[Mapping[str, Any]], Any] = _make_admin,
     clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    probe_tls: Callable[[Mapping[str, Any]], bool] = speaks_tls,
 ) -> None:
     """Return once a broker answers a metadata request; else raise, one sentence, within ``timeout_s``.
 
-    The client asking logs nothing (``log_level`` 0): the sentence replaces librdkafka's "Connection
-    refused" lines. ``admin`` is the AdminClient to ask (default: the process's cached one; tests pass a
-    fake), ``clock`` the clock the bound is kept with (tests pass a fake).
+    The client asking is made for this alone (not the cached one the lookups then use: its error callback
+    is this call's) and logs nothing (``log_level`` 0): the sentence replaces librdkafka's lines.
+    ``make_admin``, ``clock``, ``sleep`` and ``probe_tls`` (whether the server speaks TLS) are injectable.
 
     Raises:
-        ConfigError: librdkafka refused a setting when the client was made (a CA file that is not there).
-        BrokerError: nothing answered within ``timeout_s`` (``no_answer``).
+        ConfigError: librdkafka refused a setting when the client was made (a CA file that is not there,
+            a key its password does not open).
+        AuthenticationError: the brokers refused the login or the TLS handshake, or speak TLS to a
+            plaintext client.
+        BrokerError: nothing answered within ``timeout_s``.
     """
+    errors: list[Any] = []
+    settings = {**admin_settings(conf), "log_level": "0", "error_cb": errors.append}
     try:
-        metadata = AdminMetadata({**conf, "log_level": "0"}, timeout_s, admin=admin, clock=clock)
+        admin = make_admin(settings)
     except Exception as e:  # noqa: BLE001 - confluent-kafka's KafkaException: librdkafka refused a setting
         error: Any = e.args[0] if e.args else e
         said = error.str() if callable(getattr(error, "str", None)) else str(error)
-        raise ConfigError(  # e.g. a kafka.ssl.ca.location that is not there: at start, not at a task
-            f"the Kafka client could not be made with these kafka.* settings: {said}"
+        raise ConfigError(
+            f"the Kafka client could not be made with these kafka.* settings: {_key_hint(said)}"
         ) from None
-    try:
-        metadata.topics()
-    except BrokerError as e:
-        reason = str(e.__cause__ or e)
-        inner: Any = e.__cause__.args[0] if e.__cause__ is not None and e.__cause__.args else None
-        if callable(getattr(inner, "str", None)):  # the KafkaError of a KafkaException: its own words
-            reason = inner.str()
-        raise no_answer(conf, timeout_s, reason) from None
+    began = clock()
+    deadline = began + timeout_s
+    plaintext = not str(conf.get("security.protocol", "PLAINTEXT")).upper().endswith("SSL")
+    probed = False
+    last: Exception | None = None
+    while True:
+        asked = clock()
+        wait = max(min(SLICE_S, deadline - asked), 0.001)
+        try:
+            admin.list_topics(timeout=wait)
+        except Exception as e:  # noqa: BLE001 - KafkaException until a broker answers; the callback says why
+            last = e
+        else:
+            return
+        admin.poll(0)  # serves the error callback
+        failure = contact_failure(conf, errors)
+        if failure is not None:
+            raise failure
+        if plaintext and not probed and clock() - began >= TLS_PROBE_AFTER_S:
+            probed = True
+            if probe_tls(conf):  # a TLS listener closes a plaintext connection without a word
+                raise _speaks_tls(conf)
+        if clock() >= deadline:
+            break
+        sleep(max(0.0, asked + wait - clock()))  # an ask refused at once: wait out its slice
+    if plaintext and not probed and probe_tls(conf):
+        raise _speaks_tls(conf)
+    servers = conf.get("bootstrap.servers")
+    inner: Any = last.args[0] if last is not None and last.args else last
+    reason = inner.str() if callable(getattr(inner, "str", None)) else str(inner)
+    raise BrokerError(
+        f"listing topics failed against bootstrap servers {servers} (option kafka.bootstrap.servers): "
+        f"no Kafka broker answered within {timeout_s:g} s; is it running, and is the address right? "
+        f"(librdkafka: {reason})"
+    )
+
+
+def _speaks_tls(conf: Mapping[str, str]) -> AuthenticationError:
+    protocol = str(conf.get("security.protocol", "PLAINTEXT")).upper()
+    return AuthenticationError(
+        f"bootstrap server {conf.get('bootstrap.servers')} speaks TLS but kafka.security.protocol is "
+        f"{protocol}: set it to SSL (mutual TLS) or SASL_SSL, with kafka.ssl.ca.location"
+    )
+
+
+def _key_hint(said: str) -> str:
+    """Librdkafka's words for a client it could not make, with the likely cause of a key it cannot open."""
+    if "ssl.key.location failed" in said:
+        return (
+            f"{said} (the private key kafka.ssl.key.location could not be read: a wrong "
+            "kafka.ssl.key.password, or not a PEM key)"
+        )
+    return said

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 
 from sparkafka.client.conf import CONSUMER_ONLY, against_servers, consumer_settings, producer_settings
 from sparkafka.client.log import logged
+from sparkafka.client.security import Access, denied_by
 from sparkafka.errors import BrokerError
 
 __all__ = [
@@ -210,6 +211,7 @@ def with_retries(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     retriable: Callable[[BaseException], bool] = is_retriable,
+    access: Access | None = None,
 ) -> T:
     """``call(remaining_s)`` until it succeeds, retrying retriable errors with backoff within ``timeout_s``.
 
@@ -218,6 +220,8 @@ def with_retries(
     ``DEFAULT_TIMEOUT_S`` is); leaderless answers are retried like any other retriable error.
 
     Raises:
+        AuthorizationError: at once, when the brokers refuse the call by ACL: worded for ``access``, the
+            permission the call needs (``client.security.denied``).
         BrokerError: a non-retriable error at once, or the last retriable one once the time is up,
             worded by ``broker_error``.
     """
@@ -230,6 +234,9 @@ def with_retries(
         except BrokerError:
             raise
         except Exception as e:  # confluent-kafka's KafkaException and the like, classified below
+            refusal = denied_by(e, conf, access, what) if access is not None else None
+            if refusal is not None:
+                raise refusal from None
             if not retriable(e) or clock() + delay >= deadline:
                 raise broker_error(what, conf, e) from e
             log.info("%s: %s; retrying in %.2f s", what, e, delay)

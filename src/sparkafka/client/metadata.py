@@ -28,7 +28,8 @@ from sparkafka.client.core import (
     raise_leaderless,
     with_retries,
 )
-from sparkafka.errors import PartitionsGoneError
+from sparkafka.client.security import Access, denied, denied_by
+from sparkafka.errors import AuthorizationError, BrokerError, PartitionsGoneError
 from sparkafka.structs import TimestampedOffset, TopicPartition, committed_offsets
 
 __all__ = ["AdminMetadata", "Offsets", "TopicInfo"]
@@ -116,8 +117,73 @@ class AdminMetadata:
         self._read_committed = conf.get("isolation.level", "read_committed") == "read_committed"
         self._admin = admin if admin is not None else admin_client(conf)
 
-    def _retry(self, what: str, call: Callable[[float], T]) -> T:
-        return with_retries(what, self._conf, call, self._timeout_s, clock=self._clock, sleep=self._sleep)
+    def _retry(self, what: str, call: Callable[[float], T], access: Access | None = None) -> T:
+        return with_retries(
+            what, self._conf, call, self._timeout_s, clock=self._clock, sleep=self._sleep, access=access
+        )
+
+    def require(self, accesses: Iterable[Access]) -> list[Access]:
+        """Raise ``AuthorizationError`` for the first of ``accesses`` the brokers say this user lacks.
+
+        Runs on the driver before a query reads, commits or writes anything, so a missing ACL is one
+        sentence at start, not a task failure after a batch was written. Asks the brokers which operations
+        the user may perform (Kafka's authorized operations, KIP-430: DescribeTopicPartitions and
+        DescribeGroups), one lookup per resource. Topics and groups only (Kafka tells nothing of the kind
+        for transactional ids: a missing WRITE there fails the first transaction, worded the same). A topic
+        that does not exist, or a broker that does not say, passes: the caller reports it as it did.
+
+        Returns:
+            The accesses that could not be checked (a topic that does not exist, a broker that does not
+            say), for a caller that checks again once they can be.
+        """
+        from confluent_kafka import TopicCollection
+
+        unchecked = []
+        for access in accesses:
+            if access.resource == "topic":
+
+                def topic(left: float, name: str = access.name) -> Any:
+                    futures = self._admin.describe_topics(
+                        TopicCollection([name]), include_authorized_operations=True, request_timeout=left
+                    )
+                    return futures[name].result(left)
+
+                ask: Callable[[float], Any] = topic
+            elif access.resource == "group":
+
+                def group(left: float, name: str = access.name) -> Any:
+                    futures = self._admin.describe_consumer_groups(
+                        [name], include_authorized_operations=True, request_timeout=left
+                    )
+                    return futures[name].result(left)
+
+                ask = group
+            else:
+                unchecked.append(access)
+                continue
+            try:  # not retried: a topic that does not exist (UNKNOWN_TOPIC_OR_PARTITION) is not for us
+                described = with_retries(
+                    f"asking what {access.resource} {access.name} allows",
+                    self._conf,
+                    ask,
+                    self._timeout_s,
+                    clock=self._clock,
+                    sleep=self._sleep,
+                    retriable=lambda e: error_code(e) != UNKNOWN_TOPIC_OR_PARTITION and is_retriable(e),
+                    access=access,
+                )
+            except AuthorizationError:
+                raise
+            except BrokerError as e:  # the topic does not exist, or the broker cannot say: not for us
+                log.debug("authorized operations of %s %s not known: %s", access.resource, access.name, e)
+                unchecked.append(access)
+                continue
+            allowed = {getattr(op, "name", str(op)) for op in described.authorized_operations or ()}
+            if not allowed:
+                unchecked.append(access)
+            elif not allowed & {access.operation, "ALL"}:
+                raise denied(self._conf, access)
+        return unchecked
 
     def topics(self) -> dict[str, int]:
         """Every topic the cluster has, with its partition count (internal ``__`` topics left out)."""
@@ -226,6 +292,9 @@ class AdminMetadata:
                     found[tp] = read(future.result(left), tp)
                     todo.pop(tp, None)
                 except Exception as e:  # noqa: BLE001 - per-partition KafkaException: classified by the retry policy
+                    refusal = denied_by(e, self._conf, Access("DESCRIBE", "topic", tp.topic))
+                    if refusal is not None:
+                        raise refusal from None
                     if (
                         error_code(e) == UNKNOWN_TOPIC_OR_PARTITION
                         or is_leaderless(e)
@@ -352,7 +421,9 @@ class AdminMetadata:
             raise_leaderless(answer.topic_partitions)  # else read as "nothing committed"
             return answer
 
-        result = self._retry(f"reading committed offsets of group {group_id!r}", attempt)
+        result = self._retry(
+            f"reading committed offsets of group {group_id!r}", attempt, Access("DESCRIBE", "group", group_id)
+        )
         return list(result.topic_partitions)
 
     def topic_config(self, topic: str) -> dict[str, Any]:
@@ -376,7 +447,8 @@ class AdminMetadata:
             futures = self._admin.describe_consumer_groups([group_id], request_timeout=left)
             return futures[group_id].result(left)
 
-        described = self._retry(f"describing group {group_id!r}", attempt)
+        access = Access("DESCRIBE", "group", group_id)
+        described = self._retry(f"describing group {group_id!r}", attempt, access)
         state = (
             str(getattr(described.state, "name", described.state)).replace("_", " ").title().replace(" ", "")
         )
@@ -400,7 +472,9 @@ class AdminMetadata:
             raise_leaderless(answer.topic_partitions)  # setting offsets again is idempotent
             return answer
 
-        result = self._retry(f"setting committed offsets of group {group_id!r}", attempt)
+        result = self._retry(
+            f"setting committed offsets of group {group_id!r}", attempt, Access("READ", "group", group_id)
+        )
         refused = [f"{p.topic}-{p.partition}: {p.error}" for p in result.topic_partitions if p.error]
         if refused:
             raise broker_error(

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sparkafka.client.core import new_kafka_python_client
+from sparkafka.client.security import AUTHORIZATION_CODES, Access, denied
 from sparkafka.errors import BrokerError
 from sparkafka.structs import TopicPartition
 
@@ -147,6 +148,7 @@ class _Log:
     """One kafka-python connection reading raw batches of one topic's partitions."""
 
     def __init__(self, conf: Mapping[str, str], topic: str, timeout_s: float) -> None:
+        self.conf = conf
         self.topic = topic
         self.timeout_s = timeout_s
         self.client: Any = new_kafka_python_client(conf)
@@ -184,7 +186,14 @@ class _Log:
             topics=[MetadataRequest.MetadataRequestTopic(name=self.topic)], allow_auto_topic_creation=False
         )
         response = self.client.send_and_receive(node, request, timeout_ms=int(self.timeout_s * 1000))
+        for answer in response.topics:
+            self._check_access(answer.error_code, "DESCRIBE", "looking it up")
         cluster.update_metadata(response)
+
+    def _check_access(self, error_code: int, operation: str, doing: str) -> None:
+        """Raise the one sentence (``security.denied``) when the broker refused ``operation`` by ACL."""
+        if error_code in AUTHORIZATION_CODES:
+            raise denied(self.conf, Access(operation, "topic", self.topic), f"{doing} for its raw log")
 
     def partitions(self) -> set[int]:
         known = self.client.cluster.partitions_for_topic(self.topic)
@@ -214,6 +223,7 @@ class _Log:
         )
         response = self.client.send_and_receive(leader, request, timeout_ms=int(self.timeout_s * 1000))
         answer = response.topics[0].partitions[0]
+        self._check_access(answer.error_code, "DESCRIBE", f"asking where {self.topic}-{partition} starts")
         if answer.error_code != 0:
             raise BrokerError(f"ListOffsets of {self.topic}-{partition} failed: error {answer.error_code}")
         return int(answer.offset)
@@ -301,6 +311,7 @@ class _Log:
             self._wait(deadline, f"fetch of {where} at {offset}: {e}")
             return None
         data = response.responses[0].partitions[0]
+        self._check_access(data.error_code, "READ", f"fetching {where}")
         if data.error_code == _OFFSET_OUT_OF_RANGE:
             log_start = self.log_start(partition)
             raise LogRangeGoneError(
@@ -376,6 +387,7 @@ def find_marker(
 
     Raises:
         LogRangeGoneError: the log no longer holds ``start`` (retention or DeleteRecords).
+        AuthorizationError: the user may not DESCRIBE or READ the topic (one sentence with the grant).
         BrokerError: the topic is gone, or the broker does not answer.
     """
     start, at_least = span

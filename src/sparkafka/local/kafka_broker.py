@@ -81,6 +81,9 @@ class ApacheKafka(Service):
         port: the first node's client port (a free one when None).
     """
 
+    LOG4J = _LOG4J
+    """The nodes' log4j2 configuration: warnings, and the line saying a node started."""
+
     def __init__(
         self,
         brokers: int = 1,
@@ -156,18 +159,35 @@ class ApacheKafka(Service):
             "log.dirs": "",  # per node
         }
 
+    def _listeners(self, node: _Node) -> dict[str, str]:
+        """The node's listener settings: plaintext clients on ``node.port`` (``SecureKafka`` overrides)."""
+        return {
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+        }
+
     def _properties(self, node: _Node) -> str:
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self._nodes)
         props = {
             **self._defaults(),
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+            **self._listeners(node),
             "log.dirs": str(node.data),
             **self._config,
         }
         return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def admin_settings(self) -> dict[str, str]:
+        """Librdkafka settings of a client with every right on the cluster (the readiness check's)."""
+        return {"bootstrap.servers": self.bootstrap_servers}
+
+    def _prepare(self) -> None:
+        """Before the storage is formatted: files the properties name (``SecureKafka``'s certificates)."""
+
+    def _format_args(self) -> list[str]:
+        """More arguments for ``kafka-storage format`` (``SecureKafka``'s SCRAM credentials)."""
+        return []
 
     def _java(self, main: str, *args: str, heap: str | None = None) -> list[str]:
         java = shutil.which("java")
@@ -202,7 +222,7 @@ class ApacheKafka(Service):
         began = time.monotonic()
         self._libs = install()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        (self.data_dir / "log4j2.properties").write_text(_LOG4J)
+        (self.data_dir / "log4j2.properties").write_text(self.LOG4J)
         self._nodes = [
             _Node(i + 1, free_port(), free_port(), self.data_dir / f"node-{i + 1}")
             for i in range(self.brokers)
@@ -211,6 +231,7 @@ class ApacheKafka(Service):
             self._nodes[0].port = self._port
         atexit.register(self.stop)
         try:
+            self._prepare()
             self._format()
             for node in self._nodes:
                 self._launch(node)
@@ -230,13 +251,17 @@ class ApacheKafka(Service):
         procs = []
         for node in self._nodes:
             props = self.data_dir / f"node-{node.node_id}.properties"
-            props.write_text(self._properties(node))
+            # 0600: a secured broker's properties hold its PLAIN users' passwords (Kafka's JAAS settings)
+            fd = os.open(props, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(self._properties(node))
             cmd = self._java(
                 "kafka.tools.StorageTool",
                 "format",
                 f"--cluster-id={cluster_id}",
                 "-c",
                 str(props),
+                *self._format_args(),
                 heap="256m",
             )
             procs.append((node, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
@@ -254,7 +279,7 @@ class ApacheKafka(Service):
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + self._timeout_s
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        admin = AdminClient({**self.admin_settings(), "log_level": 0})
         seen = 0
         while time.monotonic() < deadline:
             for node in self._nodes:

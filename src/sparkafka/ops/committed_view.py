@@ -15,6 +15,7 @@ Rules applied (Kafka's transactional read semantics):
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 
 from sparkafka.client.raw_log import (
@@ -33,6 +34,7 @@ __all__ = [
     "RawRecord",
     "committed_records",
     "committed_view",
+    "has_open_transaction",
     "parse_batches",
     "read_raw_batches",
 ]
@@ -65,8 +67,32 @@ def committed_records(batches: Iterable[RawBatch]) -> list[RawRecord]:
     return visible
 
 
+def has_open_transaction(batches: Iterable[RawBatch]) -> bool:
+    """Whether a transactional batch in one partition's ``batches`` has no marker after it yet."""
+    open_ids: set[int] = set()
+    for batch in batches:
+        if batch.is_control:
+            open_ids.discard(batch.producer_id)
+        elif batch.is_transactional:
+            open_ids.add(batch.producer_id)
+    return bool(open_ids)
+
+
 def committed_view(
-    conf: Mapping[str, str], topic: str, timeout_s: float = 30.0
+    conf: Mapping[str, str], topic: str, timeout_s: float = 30.0, settle_s: float = 0.0
 ) -> dict[int, list[RawRecord]]:
-    """Per partition, the records of ``topic`` that a correct read_committed consumer sees."""
-    return {p: committed_records(b) for p, b in read_raw_batches(conf, topic, None, timeout_s).items()}
+    """Per partition, the records of ``topic`` that a correct read_committed consumer sees.
+
+    Kafka answers EndTxn once a transaction's outcome is decided and writes its markers into the
+    partitions after that, so right after a commit its records can still look open. With ``settle_s``,
+    partitions with a transaction still open are read again until none is, for up to ``settle_s``; a
+    transaction left open past that stays open in the view.
+    """
+    batches = read_raw_batches(conf, topic, None, timeout_s)
+    deadline = time.monotonic() + settle_s
+    while (
+        waiting := [p for p, b in batches.items() if has_open_transaction(b)]
+    ) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        batches.update(read_raw_batches(conf, topic, waiting, timeout_s))
+    return {p: committed_records(b) for p, b in batches.items()}

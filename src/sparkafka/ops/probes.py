@@ -236,8 +236,11 @@ def probe_api_versions(conf: Mapping[str, str]) -> Capability:
     )
 
 
-def probe_transactions(conf: Mapping[str, str]) -> Capability:
-    """A transactional producer can init, produce and commit (the exactly-once sink's foundation)."""
+def probe_transactions(conf: Mapping[str, str], wait_s: float = 20.0) -> Capability:
+    """A transactional producer can init, produce and commit (the exactly-once sink's foundation).
+
+    The log is read once the COMMIT marker is in it (``committed_view``'s ``settle_s``).
+    """
     from sparkafka.ops.committed_view import committed_view
 
     topic = _new_topic(conf)
@@ -248,7 +251,7 @@ def probe_transactions(conf: Mapping[str, str]) -> Capability:
         producer.produce(topic, b"committed", partition=0)
         producer.commit_transaction(30)
         producer.close()
-        values = [r.value for r in committed_view(conf, topic)[0]]
+        values = [r.value for r in committed_view(conf, topic, settle_s=wait_s)[0]]
         ok = values == [b"committed"]
         return Capability("transactions", ok, f"committed transaction shows {values} in the log")
     finally:

@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sparkafka.client.contact import first_answer
 from sparkafka.client.metadata import AdminMetadata
-from sparkafka.errors import BrokerError, ConfigError
+from sparkafka.errors import AuthenticationError, BrokerError, ConfigError
 from sparkafka.pipeline.config import PipelineConfig
 
 __all__ = ["PREFLIGHT_TIMEOUT_S", "check_prefix_owner", "preflight"]
@@ -30,7 +31,10 @@ def _topics(cfg: PipelineConfig, section: str, kafka: Mapping[str, str], timeout
     servers = kafka.get("bootstrap.servers")
     quiet = {**kafka, "log_level": "0"}  # a separate, silent client: the sentence below says it all
     try:
+        first_answer(kafka, timeout_s)  # a refused login or TLS handshake is its own sentence, at once
         return AdminMetadata(quiet, timeout_s).topics()
+    except (AuthenticationError, ConfigError) as e:
+        raise ConfigError(f"{cfg.path}: {section}: {e}") from None
     except BrokerError as e:
         raise ConfigError(
             f"{cfg.path}: {section} kafka.bootstrap.servers = {servers}: no Kafka broker answered within "

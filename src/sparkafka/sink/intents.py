@@ -39,6 +39,7 @@ from sparkafka.client.core import (
     with_retries,
 )
 from sparkafka.client.metadata import AdminMetadata
+from sparkafka.client.security import Access, denied_by, is_group_denial
 from sparkafka.errors import BrokerError
 from sparkafka.sink.txn_control import TxnHandle
 from sparkafka.structs import INTERNAL_TOPIC_PREFIX, TopicPartition
@@ -315,7 +316,11 @@ class IntentLog:
                 if "TOPIC_ALREADY_EXISTS" not in str(e):
                     raise
 
-        self._retry(f"creating the commit-intent topic {self.topic}", create)
+        self._retry(
+            f"creating the commit-intent topic {self.topic} (missing, or not visible to this user)",
+            create,
+            Access("CREATE", "topic", self.topic),
+        )
 
         def visible(left: float) -> None:
             # CreateTopics answers once the controller has the topic; a broker's metadata has it moments
@@ -339,8 +344,8 @@ class IntentLog:
         )
         _ensured.add(key)
 
-    def _retry(self, what: str, call: Callable[[float], T]) -> T:
-        return with_retries(what, self._conf, call, self._timeout_s)
+    def _retry(self, what: str, call: Callable[[float], T], access: Access | None = None) -> T:
+        return with_retries(what, self._conf, call, self._timeout_s, access=access)
 
     def exists(self) -> bool:
         """Whether the topic exists, asked without creating it (``sparkafka txn`` only reads).
@@ -364,7 +369,8 @@ class IntentLog:
         key = (self._conf.get("bootstrap.servers"), self.topic)
         if key not in _ensured and key not in _existing and not self.exists():
             return LogState()
-        return self._retry(f"reading the commit-intent topic {self.topic}", self._read_once)
+        access = Access("READ", "topic", self.topic)
+        return self._retry(f"reading the commit-intent topic {self.topic}", self._read_once, access)
 
     def _read_once(self, timeout_s: float) -> LogState:
         """One read: the whole log folded, from its start or from where this process folded it last.
@@ -427,6 +433,8 @@ class IntentLog:
                     raise TimeoutError(f"offsets {position}..{end - 1} not read within {timeout_s:.1f} s")
                 msgs = next_messages(consumer, 1000, min(left, 0.5))
                 for msg in msgs:
+                    if msg.error() is not None and is_group_denial(msg.error()):
+                        continue  # its group is never used (see the group.id above); the read goes on
                     if msg.error() is not None:
                         raise KafkaException(msg.error())
                     if msg.offset() >= end:
@@ -475,6 +483,10 @@ class IntentLog:
         failed = [e for e in errors if e is not None]
         if not left and not failed:
             return
+        for error in failed:
+            refusal = denied_by(error, self._conf, Access("WRITE", "topic", self.topic), f"writing {what}")
+            if refusal is not None:
+                raise refusal
         timed_out = bool(left) or any(e.code() == KafkaError._MSG_TIMED_OUT for e in failed)
         if left:
             producer.purge()  # give up locally; a request already sent may still land

@@ -49,7 +49,7 @@ from typing import Protocol
 
 from sparkafka.client.metadata import AdminMetadata
 from sparkafka.client.raw_log import LogRangeGoneError, Marker, find_marker
-from sparkafka.errors import BrokerError
+from sparkafka.errors import AuthorizationError, BrokerError
 from sparkafka.sink.txn_control import TxnHandle, TxnOutcome
 from sparkafka.structs import TopicPartition
 
@@ -148,6 +148,8 @@ class KafkaEvidence:
             marker = find_marker(self._conf, tp, handle.producer_id, (probe.offset, end), self._timeout_s)
         except LogRangeGoneError as e:
             return judge(handle, None, gone=f"{e}, where its marker would be")
+        except AuthorizationError:
+            raise  # asking again cannot mend it: the sentence names the ACL, and the batch stays pending
         except BrokerError as e:
             return Finding(None, f"its marker could not be looked for in {tp}: {e}", retry=True)
         finding = judge(handle, marker)

@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkafka.client.core import cached, new_producer, with_retries
-from sparkafka.errors import BrokerError
+from sparkafka.client.security import Access, denied_by
+from sparkafka.errors import AuthorizationError, BrokerError
 from sparkafka.sink.identity import open_transactional_producer
 from sparkafka.sink.intents import IntentLog, intent_topic, witness_key
 from sparkafka.sink.options import InputColumns, SinkOptions
@@ -58,19 +59,28 @@ _TOO_LARGE_HINT = (
 
 
 class _Delivery:
-    """Collects failed deliveries (librdkafka reports only errors: delivery.report.only.error)."""
+    """Collects failed deliveries (librdkafka reports only errors: delivery.report.only.error).
 
-    def __init__(self) -> None:
+    A delivery refused by ACL keeps its sentence (``denied``), which ``_flush`` raises before the rest.
+    """
+
+    def __init__(self, conf: Mapping[str, str]) -> None:
         self.errors: list[str] = []
+        self.denied: AuthorizationError | None = None
+        self._conf = conf
 
     def __call__(self, error: Any, message: Any) -> None:
         if error is None:
             return
         try:
-            where = f"{message.topic()}-{message.partition()}"
+            topic = message.topic()
+            where = f"{topic}-{message.partition()}"
         except Exception:  # noqa: BLE001 - after a fatal producer error the message can no longer say
-            where = "a record"  # (SystemError from Message.topic, measured); the error itself is what counts
+            topic, where = "", "a record"  # (SystemError from Message.topic, measured); the error counts
         self.errors.append(f"{where}: {error}")
+        if self.denied is None:
+            access = Access("WRITE", "topic", topic)
+            self.denied = denied_by(error, self._conf, access, f"producing to {where}")
 
 
 def _producer_settings(conf: Mapping[str, str], delivery: _Delivery) -> dict[str, Any]:
@@ -85,7 +95,7 @@ def _producer_settings(conf: Mapping[str, str], delivery: _Delivery) -> dict[str
 def _plain_producer(conf: Mapping[str, str]) -> tuple[Any, _Delivery]:
 
     def make() -> tuple[Any, _Delivery]:
-        delivery = _Delivery()
+        delivery = _Delivery(conf)
         return new_producer(_producer_settings(conf, delivery)), delivery
 
     return cached("sink-producer", conf, make, lambda made: made[0].flush(30))
@@ -108,6 +118,9 @@ class _Counts:
                 lambda left: self._producer.list_topics(topic=topic, timeout=left).topics.get(topic),
                 self._timeout_s,
             )
+            refusal = denied_by(meta.error, self._conf, Access("WRITE", "topic", topic)) if meta else None
+            if refusal is not None:
+                raise refusal
             if meta is None or meta.error is not None or not meta.partitions:
                 raise BrokerError(f"topic {topic!r} does not exist (the sink does not create topics)")
             self._counts[topic] = len(meta.partitions)
@@ -243,10 +256,13 @@ def write_task(
     # a produce must neither wait out delivery.timeout.ms for it nor auto-create it without compaction.
     # Once per worker process per topic (IntentLog caches what it made or found).
     IntentLog(options.kafka, options.transactional_id_prefix, options.metadata_timeout_ms / 1000).create()
-    delivery = _Delivery()
+    delivery = _Delivery(options.kafka)
     result = TaskResult(task, 0)
     producer, pid, epoch = open_transactional_producer(
-        _producer_settings(options.kafka, delivery), tid, topic=options.topic
+        _producer_settings(options.kafka, delivery),
+        tid,
+        topic=options.topic,
+        prefix=options.transactional_id_prefix,
     )
     try:
         producer.begin_transaction()
@@ -281,6 +297,9 @@ def write_task(
 
 def _flush(producer: Any, delivery: _Delivery, timeout_s: float = 300.0) -> None:
     left = producer.flush(timeout_s)
+    if delivery.denied is not None:  # reset: the delivery report outlives this flush (a cached producer)
+        denied, delivery.denied, delivery.errors = delivery.denied, None, []
+        raise denied
     if delivery.errors:
         errors, delivery.errors = delivery.errors, []
         # The broker's MESSAGE_TOO_LARGE (the topic's max.message.bytes) arrives here, as a delivery error.

@@ -36,10 +36,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from sparkafka.client.security import authenticated
 from sparkafka.errors import BrokerError, ConfigError, TransactionError
 from sparkafka.metrics_files import add_counts, default_metrics_path, query_sink_path
 from sparkafka.sink.faults import fault_point
@@ -58,6 +59,7 @@ __all__ = [
     "TwoPhaseCommitter",
     "TxnEnder",
     "claim_transactional_ids",
+    "cli_connection",
     "timeout_margin_ms",
 ]
 
@@ -110,10 +112,18 @@ class CommitSettings:
     transaction_timeout_ms: int
     take_over: bool = False
     """``takeOverTransactionalIdPrefix``: take the prefix from a live owner."""
-    servers: str = "HOST:PORT"
-    """The bootstrap servers, for the ``sparkafka txn`` commands errors name."""
+    connection: str = "--bootstrap-servers HOST:PORT"
+    """How the ``sparkafka txn`` and ``offsets`` commands errors name reach the brokers (with
+    ``--command-config FILE`` on a secured cluster: the file holds the sink's ``kafka.*`` settings)."""
     checkpoint: str | None = None
     """The streaming query's checkpointLocation, when the sink was given it (for ``offsets replan``)."""
+
+
+def cli_connection(kafka: Mapping[str, str]) -> str:
+    """The connection flags of the CLI commands an error names: the bootstrap servers, and on a cluster
+    that knows its users, ``--command-config FILE`` (the secured settings, which an error never shows)."""
+    flags = f"--bootstrap-servers {kafka.get('bootstrap.servers', '')}"
+    return f"{flags} --command-config FILE" if authenticated(kafka) else flags
 
 
 def timeout_margin_ms(timeout_ms: int) -> int:
@@ -164,12 +174,11 @@ class TwoPhaseCommitter:
         """The committer over the real intent log, EndTxn client and fencer."""
         assert options.transactional_id_prefix is not None
         prefix = options.transactional_id_prefix
-        servers = options.kafka.get("bootstrap.servers", "")
         settings = CommitSettings(
             prefix,
             options.transaction_timeout_ms,
             options.take_over_prefix,
-            servers,
+            cli_connection(options.kafka),
             options.checkpoint_location,
         )
         timeout_s = options.metadata_timeout_ms / 1000
@@ -385,7 +394,7 @@ class TwoPhaseCommitter:
                 raise TransactionError(
                     f"{e}; batch {intent.batch_id} of query {intent.query_id} stays pending: its outcome is "
                     "learned when this EndTxn is answered (the next writer retries it), or decided with "
-                    f"`sparkafka txn resolve --bootstrap-servers {self._settings.servers} --prefix "
+                    f"`sparkafka txn resolve {self._settings.connection} --prefix "
                     f"{self._prefix} --query {intent.query_id} ACTION`"
                 ) from e
             outcomes[handle] = self._settle(intent, handle, answer, assume)
@@ -424,7 +433,7 @@ class TwoPhaseCommitter:
             else "its epoch was bumped since (PRODUCER_FENCED)"
         )
         command = (
-            f"sparkafka txn resolve --bootstrap-servers {self._settings.servers} --prefix {self._prefix} "
+            f"sparkafka txn resolve {self._settings.connection} --prefix {self._prefix} "
             f"--query {intent.query_id}"
         )
         raise TransactionError(
@@ -579,7 +588,7 @@ class TwoPhaseCommitter:
             "unless raised), or give the query "
             "as many cores as the batch has tasks, or plan the batch again smaller: set "
             "maxOffsetsPerTrigger on the source, then run `sparkafka offsets replan --checkpoint "
-            f"{checkpoint} --bootstrap-servers {self._settings.servers} --prefix {self._prefix} --execute` "
+            f"{checkpoint} {self._settings.connection} --prefix {self._prefix} --execute` "
             "before restarting"
         )
 
@@ -664,9 +673,10 @@ class _KafkaEnder:
 class _ProducerFencer:
     def __init__(self, options: SinkOptions) -> None:
         self._conf = options.kafka
+        self._prefix = options.transactional_id_prefix
 
     def fence(self, transactional_id: str) -> None:
-        producer, _, _ = open_transactional_producer(self._conf, transactional_id)
+        producer, _, _ = open_transactional_producer(self._conf, transactional_id, prefix=self._prefix)
         producer.close()
 
 

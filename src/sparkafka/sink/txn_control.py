@@ -20,7 +20,8 @@ from typing import Any, Literal
 
 from sparkafka.client.conf import against_servers
 from sparkafka.client.core import new_kafka_python_client
-from sparkafka.errors import TransactionError
+from sparkafka.client.security import Access, denied
+from sparkafka.errors import AuthorizationError, TransactionError
 
 __all__ = ["EndAnswer", "MarkerProbe", "TxnController", "TxnHandle", "TxnOutcome", "classify"]
 
@@ -39,11 +40,12 @@ _INVALID_PRODUCER_EPOCH = 47
 _INVALID_TXN_STATE = 48
 _INVALID_PRODUCER_ID_MAPPING = 49
 _PRODUCER_FENCED = 90
+_TXN_ID_AUTHORIZATION_FAILED = 53
 _NAMES = {
     _INVALID_PRODUCER_EPOCH: "INVALID_PRODUCER_EPOCH",
     _INVALID_TXN_STATE: "INVALID_TXN_STATE",
     _INVALID_PRODUCER_ID_MAPPING: "INVALID_PRODUCER_ID_MAPPING",
-    53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+    _TXN_ID_AUTHORIZATION_FAILED: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
     _PRODUCER_FENCED: "PRODUCER_FENCED",
 }
 
@@ -160,6 +162,7 @@ class TxnController:
     def __init__(self, conf: Mapping[str, str], timeout_s: float = 60.0) -> None:
         """Connect now: the broker's API versions are checked within ``timeout_s``."""
         self._timeout_s = timeout_s
+        self._conf = conf
         self._where = against_servers(conf)
         self._client: Any = new_kafka_python_client(conf)
         self._client.check_version(timeout_ms=int(timeout_s * 1000))
@@ -193,6 +196,8 @@ class TxnController:
         node = self._client.least_loaded_node()
         request = FindCoordinatorRequest(key=transactional_id, key_type=1, max_version=3)
         response = self._client.send_and_receive(node, request, timeout_ms=int(self._timeout_s * 1000))
+        if response.error_code == _TXN_ID_AUTHORIZATION_FAILED:
+            raise self._denied(transactional_id)
         if response.error_code != _NONE:
             raise _RetryError(f"FindCoordinator error {response.error_code}")
         return self._client.cluster.add_coordinator(response, 1, transactional_id)
@@ -221,10 +226,14 @@ class TxnController:
                     node, request, timeout_ms=int(self._timeout_s * 1000)
                 )
                 code = int(response.error_code)
+            except AuthorizationError:
+                raise
             except Exception as e:  # noqa: BLE001 - connection drops and coordinator moves: retried until the deadline
                 code, reason = -1, f"{type(e).__name__}: {e}"
             else:
                 reason = _NAMES.get(code, f"error {code}")
+            if code == _TXN_ID_AUTHORIZATION_FAILED:
+                raise self._denied(handle.transactional_id)
             outcome = classify(code, commit) if code != -1 else None
             if outcome is not None:
                 log.debug("%s of %s: %s (%s)", what, handle, outcome, reason if code else "NONE")
@@ -241,6 +250,16 @@ class TxnController:
                 )
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+    def _denied(self, transactional_id: str) -> AuthorizationError:
+        """The sentence for EndTxn (or its coordinator lookup) refused by ACL, naming the id's prefix."""
+        prefix, _, task = transactional_id.rpartition("-")
+        access = (
+            Access("WRITE", "transactional id", prefix, prefixed=True)
+            if prefix and task.isdigit()
+            else Access("WRITE", "transactional id", transactional_id)
+        )
+        return denied(self._conf, access, f"ending transaction {transactional_id}")
 
 
 class _RetryError(Exception):

@@ -26,6 +26,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 
 from sparkafka.errors import ConfigError
 from sparkafka.metrics_files import add_counts, query_sink_path
+from sparkafka.sink.access import require_sink_access
 from sparkafka.sink.faults import fault_point
 from sparkafka.sink.intents import LogState
 from sparkafka.sink.modes import StreamBatch
@@ -126,6 +127,7 @@ class _Writer:
         self._streaming = streaming
         self._tids_in_use = 0
         self._recovered: LogState | None = None
+        require_sink_access(options)
         if options.delivery == "exactly_once":
             check_no_speculation()
             warn_if_short_timeout(options)
@@ -135,6 +137,7 @@ class _Writer:
                 committer.check_owner(state, query_id)
             self._tids_in_use = state.tids_in_use
             self._recovered = state
+            require_sink_access(options)  # again: the recovery made the intent log if it was missing
 
     def __getstate__(self) -> dict[str, object]:
         """Pickled for tasks (and, for a batch write, for its commit): the recovered state stays behind.

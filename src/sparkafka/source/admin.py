@@ -3,20 +3,56 @@ plus the subscription's partitions and record timestamps by fetching."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from sparkafka.client.metadata import AdminMetadata
 from sparkafka.client.record_times import scan_times
+from sparkafka.client.security import Access, authenticated
 from sparkafka.source.alignment import Scan
-from sparkafka.source.options import Subscription
+from sparkafka.source.options import SourceOptions, Subscription
 from sparkafka.source.planning import Discovery
 from sparkafka.structs import TopicPartition
 
-__all__ = ["SourceMetadata"]
+__all__ = ["SourceMetadata", "source_access"]
+
+
+def source_access(options: SourceOptions, topics: Iterable[str]) -> list[Access]:
+    """The ACLs a query needs from the start: READ on each topic it reads, READ on the group it commits to.
+
+    READ includes DESCRIBE (metadata, ListOffsets); READ on the group covers fetching its offsets and
+    committing them, and the readers' coordinator lookup under ``kafka.group.id`` (``client.security``).
+    """
+    needed = [Access("READ", "topic", t) for t in sorted(set(topics))]
+    if options.commit_mode != "disabled" and options.group_id:
+        needed.append(Access("READ", "group", options.group_id))
+    return needed
 
 
 class SourceMetadata(AdminMetadata):
     """Cluster lookups for the source's planner (driver side), retried within ``metadataTimeoutMs``."""
+
+    def require_source_access(self, options: SourceOptions, found: Iterable[TopicPartition]) -> None:
+        """On a cluster that knows who the client is: raise for the first ACL ``source_access`` lacks.
+
+        ``found``: the partitions discovered; topics named by the subscription are checked even when not
+        found (a topic the user may not DESCRIBE is missing from every listing).
+        """
+        if authenticated(self._conf):
+            sub = options.subscription
+            named = {*sub.topics, *(tp.topic for tp in sub.partitions)}
+            self.require(source_access(options, named | {tp.topic for tp in found}))  # a new group: unchecked
+
+    def confirm_gone(self, topics: set[str]) -> None:
+        """On a cluster that knows who the client is: raise ``AuthorizationError`` when the user may not
+        DESCRIBE one of ``topics``, which discovery no longer finds (``data_loss.next_positions``).
+
+        Runs on the driver, only when a subscribed topic went missing. Kafka answers
+        TOPIC_AUTHORIZATION_FAILED for a topic the user may not describe whether or not it exists, so a
+        deleted topic whose ACLs went with it also stops the query here, in a sentence naming the ACL,
+        rather than being taken for deleted on a guess.
+        """
+        if authenticated(self._conf):
+            self.require([Access("DESCRIBE", "topic", t) for t in sorted(topics)])
 
     def discover(self, subscription: Subscription) -> Discovery:
         """The partitions that exist now and belong to the subscription, and their topics' ids (those the

@@ -404,6 +404,14 @@ class EventTimeAligner:
         self.status: AlignmentStatus | None = None
         """The last plan's status (None before the first)."""
 
+    def forget(self, tps: Iterable[TopicPartition]) -> None:
+        """Drop what is known of ``tps``' logs: their offsets now name other records (a topic recreated, a
+        log truncated: ``data_loss``'s moved partitions), so a kept answer would be about the old log."""
+        for tp in tps:
+            self._newest.pop(tp, None)
+            self._records.pop(tp, None)
+            self._cuts.pop(tp, None)
+
     def cap(
         self,
         start: Mapping[TopicPartition, int],

@@ -247,6 +247,7 @@ def next_positions(
     *,
     subscription: Subscription,
     fail_on_data_loss: bool,
+    confirm_gone: Callable[[set[str]], None] = lambda topics: None,
 ) -> Positions:
     """Apply the data-loss rules to a batch that starts at ``start`` (its topics' ids: ``start_ids``).
 
@@ -254,8 +255,14 @@ def next_positions(
     UNKNOWN_TOPIC_OR_PARTITION for a deleted topic) or its end below the query's position, ``rediscover``
     (fresh metadata) decides instead, so a healthy partition costs nothing more.
 
+    ``confirm_gone`` is asked about subscribed topics that discovery no longer finds, before they count as
+    deleted: a topic the user may no longer DESCRIBE (an ACL revoked, even for a moment) is missing from
+    every listing too, and taking it for deleted would drop its position and, once the ACL is back, read it
+    again from earliest. It raises ``AuthorizationError`` for such a topic (``SourceMetadata.require``).
+
     Raises:
         DataLossError: any loss (module docstring) and ``fail_on_data_loss``.
+        AuthorizationError: from ``confirm_gone``.
     """
     members = sort(start, start_ids, found)
     try:
@@ -267,6 +274,9 @@ def next_positions(
         found = rediscover()
         members = sort(start, start_ids, found)
         latest = metadata.latest(members.kept)
+    vanished = {tp.topic for tp in members.gone if _subscribed(subscription, tp)}
+    if vanished:
+        confirm_gone(vanished)
     entering = members.new | set(members.recreated)
     earliest = metadata.earliest(entering) if entering else {}
     losses = find_losses(members, latest, earliest, (start_ids, found.topic_ids), subscription)

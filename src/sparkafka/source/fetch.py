@@ -28,6 +28,7 @@ from sparkafka.client.core import (
     new_consumer,
     with_retries,
 )
+from sparkafka.client.security import AUTHORIZATION_CODES, Access, denied, is_group_denial
 from sparkafka.errors import BrokerError, DataLossError
 from sparkafka.source.fetchers import Fetcher, PythonFetcher, arrow_schema
 from sparkafka.source.native_fetch import NativeFetcher, NativeUnavailableError
@@ -189,8 +190,18 @@ def read_ranges(
                         ) from None
                     out_of_range_at = at
                     starts[only] = _skip_out_of_range(reader, r, at, fail_on_data_loss, conf)
+    except _DeniedError as e:
+        raise denied(conf, Access("READ", "topic", e.tp.topic), f"reading {e.tp}") from None
     finally:
         reader.unassign()
+
+
+class _DeniedError(Exception):
+    """A fetch of ``tp`` refused by ACL: worded in ``read_ranges``, which knows the settings."""
+
+    def __init__(self, tp: TopicPartition) -> None:
+        super().__init__(tp)
+        self.tp = tp
 
 
 class _StalledError(Exception):
@@ -322,9 +333,26 @@ def _read_events(events: Sequence[Any], only: TopicPartition) -> tuple[int | Non
             raise _OutOfRangeError
         elif is_leaderless(err):
             log.info("reading %s: %s (riding out a leader change)", tp, err.str())
+        elif is_group_denial(err):
+            _warn_group_denial(err)
+        elif err.code() in AUTHORIZATION_CODES:
+            raise _DeniedError(tp)
         else:
             raise BrokerError(f"reading {tp} failed: {err.str()}")
     return eof, past
+
+
+def _warn_group_denial(err: Any) -> None:
+    """Once per worker: the readers' group may not be described, harmless to reads (``is_group_denial``)."""
+    if "group denial" in _told:
+        return
+    _told.add("group denial")
+    log.warning(
+        "%s: the readers' consumer group (kafka.group.id, else sparkafka-reader) may not be DESCRIBEd; "
+        "reads go on (readers never join or commit it), but librdkafka asks for its coordinator about "
+        "once a second: grant DESCRIBE on that group (docs/security.md)",
+        err.str(),
+    )
 
 
 def _watermarks(reader: Fetcher, tp: TopicPartition, conf: Mapping[str, Any]) -> tuple[int, int]:
@@ -341,6 +369,7 @@ def _watermarks(reader: Fetcher, tp: TopicPartition, conf: Mapping[str, Any]) ->
         conf,
         lambda left: reader.get_watermark_offsets(ctp, timeout=min(left, LEADER_ELECTION_S)),
         DEFAULT_TIMEOUT_S,
+        access=Access("DESCRIBE", "topic", tp.topic),
     )
 
 

@@ -90,8 +90,8 @@ class Fetcher(Protocol):
 class PythonFetcher:
     """A ``Fetcher`` over a confluent-kafka Consumer: Python objects per record, Arrow built from lists.
 
-    The fallback when sparkafka's native extension is not installed or cannot take the settings (ssl,
-    sasl), and option ``fetcher=python``.
+    The fallback when sparkafka's native extension is not installed or cannot take the settings (GSSAPI),
+    and option ``fetcher=python``.
     """
 
     def __init__(self, consumer: Any) -> None:
@@ -137,7 +137,7 @@ class PythonFetcher:
                 break
             if _has_events(msgs):
                 errors = [m for m in msgs if m.error() is not None]
-                events = [(m.error(), m.topic(), m.partition(), m.offset()) for m in errors]
+                events = [(m.error(), m.topic(), *_where(m)) for m in errors]
                 msgs = [m for m in msgs if m.error() is None]
             msgs = _of_partition(msgs, tp)
             if not msgs:
@@ -154,6 +154,13 @@ class PythonFetcher:
     def close(self) -> None:
         """See ``Fetcher.close``."""
         self.consumer.close()
+
+
+def _where(event: Any) -> tuple[int, int]:
+    """An event's (partition, offset), -1 for none: a consumer-level event (a refused group lookup, say)
+    has neither, and confluent-kafka gives None where the native fetch gives -1."""
+    partition, offset = event.partition(), event.offset()
+    return (-1 if partition is None else partition), (-1 if offset is None else offset)
 
 
 def _has_events(msgs: Sequence[Any]) -> bool:

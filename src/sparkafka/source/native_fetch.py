@@ -6,9 +6,10 @@ column buffers, handed over as one ``bytes`` per column, that become Arrow array
 copy: no ``Message`` object, no ``bytes`` per key and value. Everything else (when a range is done,
 stalls, events, retries) stays in ``read_ranges``, shared with ``fetchers.PythonFetcher``.
 
-It is built plaintext only: a read whose settings it cannot take (``security.protocol`` ssl or sasl, a
-setting unknown to its librdkafka) uses ``PythonFetcher`` under option ``fetcher=auto``, and fails with
-``fetcher=native``.
+It is built with TLS against the system's OpenSSL, so SASL PLAIN and SCRAM, mutual TLS and every
+``kafka.ssl.*`` setting reach it as they reach confluent-kafka (the same librdkafka names; nothing to map).
+A read whose settings it cannot take (``sasl.mechanism=GSSAPI``, which needs Cyrus SASL; a setting unknown
+to its librdkafka) uses ``PythonFetcher`` under option ``fetcher=auto``, and fails with ``fetcher=native``.
 """
 
 from __future__ import annotations

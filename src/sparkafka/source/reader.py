@@ -97,6 +97,7 @@ class _Planner:
         """Partitions at start; none is an error naming the subscription (Flink's behaviour)."""
         found = self.discover()
         tps = found.partitions
+        self.metadata.require_source_access(self.options, tps)
         sub = self.options.subscription
         missing = [t for t in sub.topics if not any(tp.topic == t for tp in tps)]
         if missing:
@@ -288,11 +289,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             lambda: discovered(force=True),
             subscription=self._options.subscription,
             fail_on_data_loss=self._options.fail_on_data_loss,
+            confirm_gone=metadata.confirm_gone,
         )
         if self._target is not None:
             latest = {tp: min(o, self._target.get(tp, kept[tp])) for tp, o in latest.items()}
         self._reported = {**latest, **moved}
         self._reported_ids = ids
+        if moved and self._aligner is not None:
+            self._aligner.forget(moved)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         latest = self._align(kept, latest, max_rows)
         min_offsets = self._options.min_offsets_per_trigger

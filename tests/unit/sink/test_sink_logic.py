@@ -284,7 +284,7 @@ def test_broker_rejecting_a_record_as_too_large_fails_the_flush_with_the_fix() -
             self.delivery(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE), Message())
             return 0
 
-    delivery = _Delivery()
+    delivery = _Delivery({})
     with pytest.raises(BrokerError, match=r"orders-3: .*MSG_SIZE_TOO_LARGE.*topic's max\.message\.bytes"):
         _flush(Producer(delivery), delivery)
 

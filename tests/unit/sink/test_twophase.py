@@ -529,3 +529,11 @@ def test_a_marker_search_that_cannot_run_now_leaves_the_batch_pending_for_the_ne
     assert world.make_writer(Q).latest[Q].state == "done"
     run_batch(world, Q, 0)
     assert Counter(world.coordinator.visible) == flat(rows)
+
+
+def test_the_commands_an_error_names_take_the_secured_settings_from_a_file() -> None:
+    from sparkafka.sink.twophase import cli_connection
+
+    assert cli_connection({"bootstrap.servers": "b:9092"}) == "--bootstrap-servers b:9092"
+    secured = {"bootstrap.servers": "b:9093", "security.protocol": "SASL_SSL", "sasl.password": "pw"}
+    assert cli_connection(secured) == "--bootstrap-servers b:9093 --command-config FILE"

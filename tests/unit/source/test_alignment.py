@@ -293,6 +293,22 @@ def test_a_warm_aligner_asks_nothing_while_nothing_changes() -> None:
     assert log.calls == []
 
 
+def test_a_recreated_partition_is_planned_from_its_new_log_not_from_what_was_known_of_the_old() -> None:
+    """A topic recreated (or a log truncated) reuses offsets for other records: a warm aligner that kept the
+    old log's answers held every partition (its old timestamp made it the slowest) where a cold one
+    progresses; ``forget`` (called by the reader for data_loss's moved partitions) makes them plan alike."""
+    old = FakeLog({A0: [(5 + i, True) for i in range(20)], A1: [(500 + i, True) for i in range(20)]})
+    aligner = EventTimeAligner(old, drift_ms=10, idle_timeout_ms=None)
+    aligner.cap({A0: 0, A1: 0}, {A0: 20, A1: 20}, bounded=False, max_records=None)
+    old.records[A0] = [(1000 + i, True) for i in range(20)]  # the same log object, now the new topic's
+    aligner.forget([A0])
+    cold = EventTimeAligner(FakeLog(dict(old.records)), drift_ms=10, idle_timeout_ms=None)
+    start, latest = {A0: 0, A1: 0}, {A0: 20, A1: 20}
+    planned = aligner.cap(start, latest, bounded=False, max_records=None)
+    assert planned == cold.cap(start, latest, bounded=False, max_records=None)
+    assert planned[A1] > 0  # the slowest, A1, reads
+
+
 def test_status_round_trips_through_json() -> None:
     log = FakeLog({A0: [(100, True)], A1: [(500, True)] * 3, A2: []})
     aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=1000)

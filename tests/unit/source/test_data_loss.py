@@ -18,7 +18,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from sparkafka.errors import DataLossError, PartitionsGoneError
 from sparkafka.source.data_loss import Loss, find_losses, next_positions, report, sort
 from sparkafka.source.options import Subscription, parse_source_options
-from sparkafka.source.planning import Discovery
+from sparkafka.source.planning import Discovery, offsets_from_json, offsets_to_json
 from sparkafka.source.reader import KafkaStreamReader
 from sparkafka.structs import TopicPartition
 
@@ -44,6 +44,20 @@ class Cluster:
     def discover(self, subscription: Subscription) -> Discovery:
         found = self.partitions(subscription)
         return Discovery(found, {t: i for t, i in self.ids.items() if any(tp.topic == t for tp in found)})
+
+    def require_source_access(self, options: object, found: object) -> None:
+        pass  # an in-memory cluster refuses nothing
+
+    refused: frozenset[str] = frozenset()
+    """Topics the user may not DESCRIBE (missing from discovery as a deleted topic is)."""
+
+    def confirm_gone(self, topics: set[str]) -> None:
+        from sparkafka.client.security import Access, denied
+
+        for t in sorted(topics & self.refused):
+            raise denied(
+                {"sasl.username": "etl", "security.protocol": "SASL_SSL"}, Access("DESCRIBE", "topic", t)
+            )
 
     def earliest(self, tps: Iterable[TopicPartition]) -> Offsets:
         return {tp: self.logs[tp][0] for tp in tps}
@@ -267,3 +281,23 @@ def test_healthy_partitions_never_rediscover() -> None:
         fail_on_data_loss=True,
     )
     assert positions == ({T0: 40}, {T0: 50}, {}, {"t": OLD_ID})
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_a_topic_the_user_may_no_longer_describe_is_not_taken_for_deleted(fail: bool) -> None:
+    """An ACL revoked mid-run hides the topic from discovery as a deletion does: the query stops naming the
+    ACL, keeping its position (with failOnDataLoss=false, taking it for deleted would read the topic again
+    from earliest once the ACL is back)."""
+    from sparkafka.errors import AuthorizationError
+
+    tp = TopicPartition("t", 0)
+    cluster = Cluster({tp: (0, 10)}, {"t": "id-t"})
+    reader = stream(cluster, fail=fail, partitionDiscoveryIntervalMs="0")
+    start = offsets_to_json({tp: 4}, {"t": "id-t"})
+    assert offsets_from_json(latest(reader, start)) == {tp: 10}
+    del cluster.logs[tp]  # DESCRIBE revoked: the topic is missing from every listing
+    cluster.refused = frozenset({"t"})
+    with pytest.raises(AuthorizationError, match="may not DESCRIBE topic t"):
+        latest(reader, start)
+    cluster.logs[tp], cluster.refused = (0, 10), frozenset()  # granted again: the query goes on from 4
+    assert offsets_from_json(latest(reader, start)) == {tp: 10}

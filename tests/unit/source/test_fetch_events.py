@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError
 
-from sparkafka.errors import BrokerError, DataLossError
+from sparkafka.errors import AuthorizationError, BrokerError, DataLossError
 from sparkafka.source.fetch import (
     OffsetRange,
     _bind,
+    _DeniedError,
     _OutOfRangeError,
     _read_events,
     resume_after_out_of_range,
@@ -41,7 +42,15 @@ def test_out_of_range_is_told_to_the_read_and_other_errors_fail() -> None:
         with pytest.raises(_OutOfRangeError):
             _read_events([(KafkaError(code), "t", 0, 3)], tp)
     with pytest.raises(BrokerError, match="t-0 failed"):
+        _read_events([(KafkaError(KafkaError.UNSUPPORTED_VERSION), None, -1, -1)], tp)
+    with pytest.raises(_DeniedError):  # worded by read_ranges, which knows the user (test_secure_acls)
         _read_events([(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), None, -1, -1)], tp)
+
+
+def test_a_refused_lookup_of_the_readers_group_is_no_failure() -> None:
+    tp = TopicPartition("t", 0)
+    group = KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED, "FindCoordinator response error")
+    assert _read_events([(group, None, -1, -1)], tp) == (None, -1)
 
 
 class LeaderlessThenFine:
@@ -74,7 +83,7 @@ def test_the_log_start_lookup_rides_through_a_leader_election() -> None:
     with pytest.raises(DataLossError, match=r"t-0: offsets 1\.\.2 were removed .*failOnDataLoss=false"):
         _bind(LeaderlessThenFine([]), OffsetRange(T0, 1, 9), True, {})
     assert _bind(LeaderlessThenFine([]), OffsetRange(T0, 1, 9), False, {}) == OffsetRange(T0, 3, 9)
-    with pytest.raises(BrokerError, match="b:9092"):
+    with pytest.raises(AuthorizationError, match=r"^user ANONYMOUS may not DESCRIBE topic t "):
         _bind(
             LeaderlessThenFine([KafkaError.TOPIC_AUTHORIZATION_FAILED]),
             r,

@@ -22,10 +22,12 @@ from sparkafka.structs import TopicPartition
 SECURE = {
     "bootstrap.servers": "broker:9093",
     "security.protocol": "SASL_SSL",
-    "sasl.mechanism": "PLAIN",
+    "sasl.mechanism": "SCRAM-SHA-512",
     "sasl.username": "etl",
     "sasl.password": "canary-password",
 }
+KERBEROS = {**SECURE, "sasl.mechanism": "GSSAPI"}
+"""GSSAPI needs Cyrus SASL, which the native fetch is built without (confluent-kafka's wheels have it)."""
 TP = TopicPartition("t", 0)
 
 
@@ -40,12 +42,12 @@ def test_the_native_extension_is_built_and_installed() -> None:
     assert native_version() is not None  # make builds it (make native); the fallback is tested below
 
 
-def test_the_native_fetch_refuses_sasl_naming_the_setting_never_its_value() -> None:
+def test_the_native_fetch_takes_tls_and_scram_and_refuses_gssapi_never_naming_the_password() -> None:
+    NativeFetcher({**SECURE, "group.id": "g"}).close()  # built with OpenSSL: SASL_SSL, SCRAM, PLAIN
     with pytest.raises(NativeUnavailableError) as caught:
-        NativeFetcher(SECURE)
-    assert "kafka.security.protocol" in str(caught.value)
+        NativeFetcher({**KERBEROS, "group.id": "g"})
+    assert "GSSAPI" in str(caught.value)
     assert "canary" not in str(caught.value)
-    assert "SASL_SSL" not in str(caught.value)
 
 
 def test_the_native_reader_refuses_a_nul_value_and_an_empty_group_naming_the_setting() -> None:
@@ -77,13 +79,14 @@ def test_auto_falls_back_to_confluent_kafka_and_native_fails_in_one_sentence(
 ) -> None:
     monkeypatch.setattr(fetch, "new_consumer", FakeConsumer)
     with caplog.at_level("INFO", logger="sparkafka.source.fetch"):
-        chosen = fetch._fetcher(SECURE, "auto")
+        chosen = fetch._fetcher(KERBEROS, "auto")
     assert isinstance(chosen, PythonFetcher)
     assert chosen.consumer.settings["sasl.password"] == "canary-password"  # every setting reaches it
     assert "reading with confluent-kafka (option fetcher=auto)" in caplog.text
     assert "canary" not in caplog.text
-    with pytest.raises(ConfigError, match=r"^option fetcher=native: .*kafka\.security\.protocol"):
-        fetch._fetcher(SECURE, "native")
+    with pytest.raises(ConfigError, match=r"^option fetcher=native: .*GSSAPI"):
+        fetch._fetcher(KERBEROS, "native")
+    assert isinstance(fetch._fetcher(SECURE, "auto"), NativeFetcher)
     assert isinstance(fetch._fetcher({"bootstrap.servers": "b:9092"}, "python"), PythonFetcher)
     assert isinstance(fetch._fetcher({"bootstrap.servers": "b:9092"}, "auto"), NativeFetcher)
 
@@ -240,6 +243,44 @@ def test_a_silent_partition_fails_after_the_poll_timeout_naming_it(
     monkeypatch.setattr(fetch.broker_gaps, "latest_is_exact", lambda conf: exact)
     with pytest.raises(BrokerError, match="no records arrived for 0 ms while reading t-0 up to 10"):
         _read(FakeFetcher([Fetched(_rows([0]), 0, False)]), monkeypatch, poll_timeout_ms=0)
+
+
+class _Event:
+    """A consumer-level event as confluent-kafka gives it: no topic, partition or offset."""
+
+    def error(self) -> KafkaError:
+        return KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED, "FindCoordinator response error")
+
+    def topic(self) -> None:
+        return None
+
+    def partition(self) -> None:
+        return None
+
+    def offset(self) -> None:
+        return None
+
+
+class _EventConsumer:
+    def __init__(self) -> None:
+        self.given = False
+
+    def consume(self, _n: int, _timeout: float) -> list[Any]:
+        if self.given:
+            return []
+        self.given = True
+        return [_Event()]
+
+    def poll(self, _timeout: float) -> None:
+        return None
+
+
+def test_an_event_without_partition_or_offset_reads_as_the_native_fetch_gives_it() -> None:
+    got = PythonFetcher(_EventConsumer()).fetch(TP, 10, 100, 0.01, False)
+    (event,) = got.events
+    assert event[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert event[1:] == (None, -1, -1)
+    assert fetch._read_events(got.events, TP) == (None, -1)  # a refused group lookup fails no read
 
 
 def test_a_silent_partition_whose_log_ends_below_the_range_is_data_loss(
