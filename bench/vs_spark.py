@@ -15,6 +15,13 @@ connectors with the same options, only the format's name changed, as a user swit
            median of each part of Spark's per-batch durations (where the time goes). Theirs at least
            once (all Spark's sink offers), ours at least once and exactly once; then their source into
            our sink and ours into theirs, which shows which side the difference is on.
+  scale    issue 41's table: per size in ``--sizes`` (default 10, 200, 1,000 partitions) a topic of
+           ``--scale-records`` (200,000) records of 100 B read with availableNow and ``maxOffsetsPerTrigger``
+           ``--scale-batch`` (50,000) into ``noop``, theirs then ours: the total time from ``start()`` and
+           the median batch time; then, with ``--scale-sink``, the same read written to a topic with as many
+           partitions, by their sink (at least once) and by ours exactly once. The goal: ours / theirs
+           <= 1.0 at every size. ``--scale-runs`` picks the runs: theirs, ours (default options),
+           ours-per-partition (``parallelism`` = the partition count), ours-fetch-wait-1ms.
   sink     rows from parquet files (default 2,000,000 rows with a 100 B value, 8 files) streamed with
            availableNow, 2 files per micro-batch, into Spark's sink (at least once) and ours (at least
            once, exactly once): records over the summed batch durations, and over the wall time.
@@ -25,6 +32,7 @@ theirs; our exactly-once sink >= 1.0 x their at-least-once sink; our exactly-onc
 theirs.
 
     python bench/vs_spark.py [--records N] [--sink-records N] [--seconds S] [--repeat K] [--only source,...]
+    python bench/vs_spark.py --only scale [--sizes 10,200,1000] [--scale-sink]
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
@@ -76,15 +85,23 @@ def _parts(progress: list[dict[str, Any]]) -> dict[str, float]:
     )
 
 
-def read_source(spark: Any, fmt: str, *, bootstrap: str, topic: str, total: int, per_batch: int) -> SourceRun:
-    df = (
+def backlog(
+    spark: Any, fmt: str, bootstrap: str, topic: str, per_batch: int, *, options: dict[str, str] | None = None
+) -> Any:
+    """``fmt``'s stream of ``topic`` from earliest, ``per_batch`` records a batch, with ``options``."""
+    return (
         spark.readStream.format(fmt)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", per_batch)
+        .options(**(options or {}))
         .load()
     )
+
+
+def read_source(spark: Any, fmt: str, *, bootstrap: str, topic: str, total: int, per_batch: int) -> SourceRun:
+    df = backlog(spark, fmt, bootstrap, topic, per_batch)
     writer = df.writeStream.format("noop").option("checkpointLocation", tempfile.mkdtemp(prefix="vs-ck-"))
     started = time.perf_counter()
     query = writer.trigger(availableNow=True).start()
@@ -326,6 +343,96 @@ def bench_latency(spark: Any, conf: dict[str, str], args: argparse.Namespace) ->
         )
 
 
+def scale_run(
+    spark: Any,
+    fmt: str,
+    *,
+    bootstrap: str,
+    topic: str,
+    total: int,
+    per_batch: int,
+    sink: str | None = None,
+    options: dict[str, str] | None = None,
+) -> tuple[float, float]:
+    """(seconds from ``start()`` to the end, median batch seconds) of an availableNow read of ``topic``
+    into ``noop``, or with ``sink`` into that topic by ``fmt``'s sink (ours exactly once); ``options``:
+    more source options."""
+    df = backlog(spark, fmt, bootstrap, topic, per_batch, options=options)
+    if sink is None:
+        writer = df.writeStream.format("noop").option("checkpointLocation", tempfile.mkdtemp(prefix="vs-ck-"))
+    else:
+        delivery = "exactly_once" if fmt == OURS else "at_least_once"
+        writer = sink_writer(
+            df.select("value"), fmt, delivery, bootstrap=bootstrap, topic=sink, label="vs-scale"
+        )
+    started = time.perf_counter()
+    query = writer.trigger(availableNow=True).start()
+    query.awaitTermination()
+    wall = time.perf_counter() - started
+    rates = query_rates(query, total, f"{fmt} scale")
+    batches = [p["durationMs"]["triggerExecution"] / 1000 for p in query.recentProgress if p["numInputRows"]]
+    assert rates.batches == len(batches)
+    return wall, statistics.median(batches)
+
+
+def bench_scale(spark: Any, conf: dict[str, str], args: argparse.Namespace) -> None:
+    bootstrap = conf["bootstrap.servers"]
+    warm = f"vs-warm-{uuid.uuid4().hex[:6]}"
+    warm_total = fill(conf, warm, 40_000, 10)
+    for fmt in (THEIRS, OURS):
+        scale_run(spark, fmt, bootstrap=bootstrap, topic=warm, total=warm_total, per_batch=10_000)
+    print(
+        f"scale: {args.scale_records:,} records of 100 B, maxOffsetsPerTrigger {args.scale_batch:,}, "
+        "availableNow (total s from start(), median batch s)"
+    )
+    for n in (int(x) for x in args.sizes.split(",")):
+        topic = f"vs-scale-{n}-{uuid.uuid4().hex[:6]}"
+        total = fill(conf, topic, args.scale_records, n)
+        sinks: list[str | None] = [None]
+        if args.scale_sink:
+            sinks.append(f"vs-scale-out-{n}-{uuid.uuid4().hex[:6]}")
+            admin = AdminClient(conf)  # must outlive its futures
+            for f in admin.create_topics([NewTopic(t, n, 1) for t in sinks if t]).values():
+                f.result(60)
+        for sink in sinks:
+            # Ours by default (a task per core), with a task per partition (``parallelism`` = the partition
+            # count, the default before issue 41) and with the readers' fetch wait at 1 ms (the reader's
+            # cost per partition, bench/PARTITIONS.md), side by side with theirs in one run.
+            runs = {
+                "theirs": (THEIRS, {}),
+                "ours": (OURS, {}),
+                "ours-per-partition": (OURS, {"parallelism": str(n)}),
+                "ours-fetch-wait-1ms": (OURS, {"kafka.fetch.wait.max.ms": "1"}),
+            }
+            runs = {label: run for label, run in runs.items() if label in args.scale_runs.split(",")}
+            got = {
+                label: scale_run(
+                    spark,
+                    fmt,
+                    bootstrap=bootstrap,
+                    topic=topic,
+                    total=total,
+                    per_batch=args.scale_batch,
+                    sink=sink,
+                    options=options,
+                )
+                for label, (fmt, options) in runs.items()
+            }
+            into = "noop" if sink is None else "sink (ours exactly once)"
+            print(f"  {n:>5} partitions into {into}:")
+            for label, (o_wall, o_batch) in got.items():
+                ratio = ""
+                if label != "theirs" and "theirs" in got:
+                    t_wall, t_batch = got["theirs"]
+                    ratio = (
+                        f"; SCALE ours/theirs total {o_wall / t_wall:.2f}, batch {o_batch / t_batch:.2f} "
+                        "(goal <= 1.0)"
+                    )
+                print(
+                    f"        {label:<20} {o_wall:6.1f} s (median batch {o_batch:5.2f} s){ratio}", flush=True
+                )
+
+
 def bench_sink(spark: Any, conf: dict[str, str], args: argparse.Namespace) -> None:
     bootstrap = conf["bootstrap.servers"]
     data, warm = tempfile.mkdtemp(prefix="vs-in-"), tempfile.mkdtemp(prefix="vs-warm-")
@@ -375,12 +482,24 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=40.0, help="how long each latency row is fed")
     parser.add_argument("--skip", type=float, default=10.0, help="seconds of each latency row not counted")
     parser.add_argument("--rate", type=float, default=20.0, help="latency feed, records per second")
-    parser.add_argument("--only", default="source,latency,sink", help="which parts, comma-separated")
+    parser.add_argument("--sizes", default="10,200,1000", help="scale: partition counts, comma-separated")
+    parser.add_argument("--scale-records", type=int, default=200_000)
+    parser.add_argument("--scale-batch", type=int, default=50_000, help="scale: maxOffsetsPerTrigger")
+    parser.add_argument("--scale-sink", action="store_true", help="scale: also into each connector's sink")
+    parser.add_argument(
+        "--scale-runs",
+        default="theirs,ours,ours-per-partition",
+        help="scale: which runs, of theirs, ours, ours-per-partition, ours-fetch-wait-1ms",
+    )
+    parser.add_argument(
+        "--only", default="source,latency,sink", help="which parts, comma-separated (or scale)"
+    )
     args = parser.parse_args()
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
-    unknown = set(parts) - {"source", "latency", "sink"}
+    benches = {"source": bench_source, "latency": bench_latency, "sink": bench_sink, "scale": bench_scale}
+    unknown = set(parts) - set(benches)
     if unknown:
-        parser.error(f"--only: unknown {', '.join(sorted(unknown))} (allowed: source, latency, sink)")
+        parser.error(f"--only: unknown {', '.join(sorted(unknown))} (allowed: {', '.join(benches)})")
     print(f'sparkafka vs Spark\'s format("kafka") {SPARK_KAFKA_VERSION}, local[2], Apache Kafka, one run')
     with ApacheKafka() as broker:
         conf = {"bootstrap.servers": broker.bootstrap_servers}
@@ -393,9 +512,7 @@ def main() -> None:
         )
         try:
             for part in parts:
-                {"source": bench_source, "latency": bench_latency, "sink": bench_sink}[part](
-                    spark, conf, args
-                )
+                benches[part](spark, conf, args)
         finally:
             stop_spark(spark)
 

@@ -252,7 +252,8 @@ def register(spark: Any) -> None:
 
     Runs in the user's driver process. Also passes what the Python workers cannot see themselves through
     the context's worker environment (before registering, so the data source's workers get it):
-    where a ``--py-files`` archive is, and ``spark.speculation`` (the exactly-once sink refuses it).
+    where a ``--py-files`` archive is, ``spark.speculation`` (the exactly-once sink refuses it), and
+    Spark's ``defaultParallelism`` (the source's default number of reader tasks, ``source.assignment``).
     And wraps PySpark's ``DataStreamWriter`` once per process, so that ``outputMode("update")`` works
     for ``format("sparkafka")`` (``sparkafka.stream_writer``; not on Spark Connect), and the calls that run
     a job or wait for a query, so that a failure in a task ends in sparkafka's sentence
@@ -267,6 +268,7 @@ def register(spark: Any) -> None:
 
     _ship_archive_to_driver_runners(spark)
     _tell_workers_about_speculation(spark)
+    _tell_workers_about_cores(spark)
     _workers_on_this_interpreter(spark)
     spark.dataSource.register(KafkaDataSource)
     install()
@@ -307,6 +309,12 @@ def _tell_workers_about_speculation(spark: Any) -> None:
 
     speculation = spark.sparkContext.getConf().get("spark.speculation", "false")
     spark.sparkContext.environment[SPECULATION_ENV] = str(speculation).strip().lower()
+
+
+def _tell_workers_about_cores(spark: Any) -> None:
+    from sparkafka.source.assignment import CORES_ENV
+
+    spark.sparkContext.environment[CORES_ENV] = str(spark.sparkContext.defaultParallelism)
 
 
 def shipped_archive() -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -211,6 +212,24 @@ def test_max_records_per_trigger_and_available_now(
     assert max(sizes) <= 30
     assert sum(sizes) == 100
     assert sorted(read_values(spark, str(tmp_path / "out"))) == sorted(values)
+
+
+def test_a_batch_has_a_reader_task_per_spark_core(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    # sparkafka.register passes Spark's defaultParallelism to the source runner: a batch of 8 partitions gets
+    # that many reader tasks (no more than the partitions), its count kept with the batch's end offsets.
+    topic = new_topic(partitions=8)
+    values = produce(kafka_conf, topic, (f"c{i}" for i in range(80)), 8)
+    cores = min(8, spark.sparkContext.defaultParallelism)
+    df = source(spark, bootstrap, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger=40)
+    out = tmp_path / "out"
+    query = run_to_parquet(df, str(out), str(tmp_path / "ck"))
+    ends = [json.loads(p["sources"][0]["endOffset"]) for p in query.recentProgress if p["numInputRows"]]
+    assert len(ends) == 2
+    assert {e["@tasks"] for e in ends} == {cores}
+    assert len(list(out.glob("part-*.parquet"))) == 2 * cores  # the file sink writes a file per task
+    assert sorted(read_values(spark, str(out))) == sorted(values)
 
 
 def test_pattern_discovery_picks_up_new_topic_while_running(

@@ -12,8 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sparkafka.source.planning import TOPIC_IDS_KEY
-
 __all__ = [
     "MALFORMED_METRIC",
     "Fresh",
@@ -28,15 +26,16 @@ __all__ = [
 def offsets_of(text: Any) -> dict[str, dict[str, int]]:
     """A source's offsets in a progress event (JSON text or already parsed); {} when absent or not a map.
 
-    The topic ids a sparkafka source keeps beside its offsets (``TOPIC_IDS_KEY``) are left out: what is
-    left has the shape of Spark's connector's offsets, ``{"topic": {"0": 42}}``.
+    What a sparkafka source keeps beside its offsets (keys starting with ``@``: ``source.planning``'s
+    ``TOPIC_IDS_KEY`` and ``TASKS_KEY``) is left out: what is left has the shape of Spark's connector's
+    offsets, ``{"topic": {"0": 42}}``.
     """
     if not text:
         return {}
     data = json.loads(text) if isinstance(text, str) else text
     if not isinstance(data, dict):
         return {}
-    return {k: v for k, v in data.items() if k != TOPIC_IDS_KEY}
+    return {k: v for k, v in data.items() if not k.startswith("@")}
 
 
 def behind_by_partition(source: Mapping[str, Any]) -> dict[tuple[str, str], int] | None:

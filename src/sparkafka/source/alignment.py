@@ -30,12 +30,15 @@ order (per partition), ``delay >= drift``.
 **Which partitions count** toward the slowest: every partition with a record to read, and every partition
 that has read all it holds but may get more (its records so far bound its next ones). Not counted:
 
-- ``idle``: nothing to read, and its newest record is more than ``partitionIdleTimeout`` older than the newest
-  record of any partition of the query. Time here is the stream's own (record timestamps), not the wall
-  clock: a restart decides the same, and a replay of old data treats a partition that went quiet as idle
-  where it went quiet in the data, not hours later by the clock. A partition with records to read is never
-  idle, so a partition held back by alignment never becomes idle (Flink's FLIP-471). It rejoins as soon as
-  it has a record to read, aligned from there (its records older than the watermark are late, as in Flink).
+- ``idle``: nothing to read, and for ``partitionIdleTimeout`` either no new record (its latest offset
+  unchanged for that long on this process's clock: Flink's idleness, which a quiet stream needs, where no
+  record anywhere moves the stream's time) or its newest record that much older than the newest record of
+  any partition (the stream's own time: a replay of old data treats a partition that went quiet as idle
+  where it went quiet in the data, not hours later by the clock). After a restart the clock's count starts
+  again, as in Flink; batches Spark replays keep their logged ends, so nothing already planned changes. A
+  partition with records to read is never idle, so a partition held back by alignment never becomes idle
+  (Flink's FLIP-471). It rejoins as soon as it has a record to read, aligned from there (its records older
+  than the watermark are late, as in Flink).
 - ``finished``: under ``Trigger.AvailableNow``, a partition that reached the end of what the run reads (as a
   bounded Flink split that finished: it delivers nothing more in this run).
 - ``empty``: a partition holding no record at all has no event time to align to.
@@ -54,7 +57,8 @@ and a cold aligner plan the same.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, Protocol, get_args
@@ -160,12 +164,19 @@ class Decision:
 
 
 def decide(
-    times: Mapping[TopicPartition, PartitionTimes], *, idle_timeout_ms: int | None, bounded: bool
+    times: Mapping[TopicPartition, PartitionTimes],
+    *,
+    idle_timeout_ms: int | None,
+    bounded: bool,
+    quiet_ms: Mapping[TopicPartition, float] | None = None,
 ) -> Decision:
     """Which partitions count at the batch's start, and the slowest of them (ties: the first in order).
 
     ``bounded``: the run reads to a fixed end (``Trigger.AvailableNow``), so a partition with nothing left
-    to read is finished.
+    to read is finished. ``quiet_ms``: per partition, the wall-clock time since its latest offset last
+    moved, as this process saw it (Flink's idleness): a partition with nothing to read is idle once either
+    that or its newest record's age behind the newest anywhere (the stream's own time, for a replay)
+    reaches ``idle_timeout_ms``.
     """
     newest_anywhere = max(
         (t.newest.timestamp_ms for t in times.values() if t.newest is not None), default=None
@@ -178,11 +189,13 @@ def decide(
             states[tp] = "finished"
         elif t.event_time_ms is None:
             states[tp] = "empty"
-        elif (
-            idle_timeout_ms is not None
-            and newest_anywhere is not None
-            and t.newest is not None
-            and t.newest.timestamp_ms < newest_anywhere - idle_timeout_ms
+        elif idle_timeout_ms is not None and (
+            (quiet_ms or {}).get(tp, 0) >= idle_timeout_ms
+            or (
+                newest_anywhere is not None
+                and t.newest is not None
+                and t.newest.timestamp_ms < newest_anywhere - idle_timeout_ms
+            )
         ):
             states[tp] = "idle"
         else:
@@ -386,9 +399,14 @@ class EventTimeAligner:
     """
 
     def __init__(
-        self, log: EventTimeLog, drift_ms: int, idle_timeout_ms: int | None, scan_limit: int = SCAN_LIMIT
+        self,
+        log: EventTimeLog,
+        drift_ms: int,
+        idle_timeout_ms: int | None,
+        scan_limit: int = SCAN_LIMIT,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """Nothing is asked of the log until the first plan."""
+        """Nothing is asked of the log until the first plan. ``clock``: seconds, for idleness."""
         if drift_ms <= 0 or scan_limit <= 0:
             raise ValueError("drift_ms and scan_limit must be positive")
         self._log = log
@@ -400,6 +418,9 @@ class EventTimeAligner:
         self._records: dict[TopicPartition, dict[int, tuple[int, TimestampedOffset | None]]] = {}
         """Per partition: position -> (looked up to, the first record at or after it; None: none there)."""
         self._cuts: dict[TopicPartition, tuple[int, TimestampedOffset]] = {}
+        self._clock = clock
+        self._moved: dict[TopicPartition, tuple[int, float]] = {}
+        """Per partition: (its latest offset, when this process first saw it there)."""
         """Per partition: (bound, its first record at or above the bound)."""
         self.status: AlignmentStatus | None = None
         """The last plan's status (None before the first)."""
@@ -411,6 +432,7 @@ class EventTimeAligner:
             self._newest.pop(tp, None)
             self._records.pop(tp, None)
             self._cuts.pop(tp, None)
+            self._moved.pop(tp, None)
 
     def cap(
         self,
@@ -431,7 +453,12 @@ class EventTimeAligner:
             for old in [o for o in known if o < pos]:
                 del known[old]
         times = self._times(start, latest)
-        decision = decide(times, idle_timeout_ms=self._idle_timeout_ms, bounded=bounded)
+        now = self._clock()
+        for tp, end in latest.items():
+            if self._moved.get(tp, (None,))[0] != end:
+                self._moved[tp] = (end, now)
+        quiet = {tp: (now - self._moved[tp][1]) * 1000 for tp in latest}
+        decision = decide(times, idle_timeout_ms=self._idle_timeout_ms, bounded=bounded, quiet_ms=quiet)
         caps: dict[TopicPartition, int] = dict(latest)
         bound = None
         if decision.slowest_ms is not None:

@@ -1,14 +1,47 @@
-"""Which reader task reads which Kafka partitions (Flink's subtasks, mapped onto Spark tasks)."""
+"""Which reader task reads which Kafka partitions (Flink's subtasks, mapped onto Spark tasks), and how many
+reader tasks a batch has."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 
 from sparkafka.kafka import flink_subtask_for, range_assign, round_robin_assign, sticky_assign
 from sparkafka.source.options import AssignmentStrategy
 from sparkafka.structs import TopicPartition
 
-__all__ = ["assign_tasks", "task_name"]
+__all__ = ["CORES_ENV", "assign_tasks", "default_task_count", "spark_cores", "task_name"]
+
+CORES_ENV = "SPARKAFKA_SPARK_CORES"
+"""Spark's ``defaultParallelism`` (its cores, or ``spark.default.parallelism``) when ``sparkafka.register``
+ran, passed to the data source's Python processes through the context's worker environment: Spark's source
+runner, where a batch is planned, has no SparkContext to ask."""
+
+
+def spark_cores(environ: Mapping[str, str] = os.environ) -> int | None:
+    """Spark's cores as ``register`` passed them (``CORES_ENV``); None when it did not (Spark Connect, a
+    data source registered by hand) or the value is not a positive number."""
+    try:
+        cores = int(environ.get(CORES_ENV, ""))
+    except ValueError:
+        return None
+    return cores if cores > 0 else None
+
+
+def default_task_count(partitions: int, cores: int | None) -> int | None:
+    """How many reader tasks a batch of ``partitions`` partitions gets when no option says (``parallelism``,
+    ``minPartitions``, ``maxRecordsPerPartition``): one per core Spark has, each reading its partitions
+    with one client, never more than there are partitions; None (one task per partition, as Spark's
+    connector has) when the cores are not known.
+
+    Why not one task per partition: each task of a Python data source costs Spark 30-60 ms (scheduling, a
+    round trip to a Python worker, the task's pickled plan), and each costs the exactly-once sink
+    downstream a transaction; at 200 partitions that was most of a batch (``bench/PARTITIONS.md``). More
+    tasks than cores run in waves and read no faster.
+    """
+    if cores is None:
+        return None
+    return max(1, min(partitions, cores))
 
 
 def task_name(index: int) -> str:

@@ -15,6 +15,7 @@ from sparkafka.source.options import EARLIEST, LATEST, SourceOptions, Subscripti
 from sparkafka.structs import TopicPartition
 
 __all__ = [
+    "TASKS_KEY",
     "TOPIC_IDS_KEY",
     "Discovery",
     "KafkaMetadata",
@@ -27,6 +28,7 @@ __all__ = [
     "offsets_to_json",
     "resolve_startup",
     "split_ranges",
+    "tasks_from_json",
     "topic_ids_from_json",
 ]
 
@@ -87,27 +89,45 @@ Why this shape:
 """
 
 
+TASKS_KEY = "@tasks"
+"""Where a source offset keeps how many reader tasks its batch is planned with, when the source chose that
+number from Spark's cores (``assignment.default_task_count``): ``{"orders": {"0": 23}, "@tasks": 2}``.
+
+Kept with the batch's end, in the checkpoint's offset log, so that a batch Spark replays after a restart
+gets the same tasks with the same partitions even when the restarted application has other cores (the
+exactly-once sink's replay of a partly committed batch needs the same rows per task index). Beside the
+offsets for the reasons ``TOPIC_IDS_KEY`` gives; a batch planned without it (a checkpoint written before
+it was kept, or the ``parallelism`` option, ``minPartitions``, ``maxRecordsPerPartition``) has one task per
+partition, or the options' tasks, as before.
+"""
+
+
 def offsets_to_json(
-    offsets: Mapping[TopicPartition, int], topic_ids: Mapping[str, str] | None = None
+    offsets: Mapping[TopicPartition, int],
+    topic_ids: Mapping[str, str] | None = None,
+    tasks: int | None = None,
 ) -> dict[str, Any]:
     """``{"topic": {"0": 23}}``, topics and partitions sorted (Spark compares offsets by their JSON), with
-    the ids of the offsets' topics under ``TOPIC_IDS_KEY`` (only those known; no key when none is)."""
+    the ids of the offsets' topics under ``TOPIC_IDS_KEY`` (only those known; no key when none is) and the
+    batch's number of reader tasks under ``TASKS_KEY`` (no key when None)."""
     out: dict[str, Any] = {}
     for tp in sorted(offsets):
         out.setdefault(tp.topic, {})[str(tp.partition)] = int(offsets[tp])
     ids = {t: topic_ids[t] for t in sorted(out) if topic_ids and topic_ids.get(t)}
     if ids:
         out[TOPIC_IDS_KEY] = ids
+    if tasks is not None:
+        out[TASKS_KEY] = int(tasks)
     return out
 
 
 def offsets_from_json(data: Mapping[str, Any]) -> Offsets:
-    """The inverse of ``offsets_to_json``: ``{"topic": {"0": 23}}`` to an offset per partition (ids left
-    out: ``topic_ids_from_json``)."""
+    """The inverse of ``offsets_to_json``: ``{"topic": {"0": 23}}`` to an offset per partition (the keys
+    beside the offsets, which start with ``@``, left out: ``topic_ids_from_json``, ``tasks_from_json``)."""
     return {
         TopicPartition(t, int(p)): int(o)
         for t, parts in data.items()
-        if t != TOPIC_IDS_KEY
+        if not t.startswith("@")
         for p, o in parts.items()
     }
 
@@ -115,6 +135,12 @@ def offsets_from_json(data: Mapping[str, Any]) -> Offsets:
 def topic_ids_from_json(data: Mapping[str, Any]) -> dict[str, str]:
     """The topic ids an ``offsets_to_json`` offset keeps ({} for one written without them)."""
     return {str(t): str(i) for t, i in data.get(TOPIC_IDS_KEY, {}).items()}
+
+
+def tasks_from_json(data: Mapping[str, Any]) -> int | None:
+    """The number of reader tasks an ``offsets_to_json`` offset keeps (None for one written without it)."""
+    tasks = data.get(TASKS_KEY)
+    return int(tasks) if tasks is not None else None
 
 
 def _resolve_sentinels(offsets: Offsets, metadata: KafkaMetadata) -> Offsets:

@@ -21,7 +21,7 @@ from sparkafka.errors import ConfigError
 from sparkafka.source import shutdown
 from sparkafka.source.admin import SourceMetadata
 from sparkafka.source.alignment import EventTimeAligner
-from sparkafka.source.assignment import assign_tasks
+from sparkafka.source.assignment import assign_tasks, default_task_count, spark_cores
 from sparkafka.source.commits import (
     KafkaCommitClient,
     OffsetCommitter,
@@ -43,6 +43,7 @@ from sparkafka.source.planning import (
     offsets_to_json,
     resolve_startup,
     split_ranges,
+    tasks_from_json,
     topic_ids_from_json,
 )
 from sparkafka.structs import TopicPartition
@@ -112,14 +113,30 @@ class _Planner:
             )
         return found
 
+    def default_tasks(self, partitions: int) -> int | None:
+        """The number of reader tasks for a batch of ``partitions`` partitions from Spark's cores
+        (``assignment.default_task_count``); None when an option decides (``parallelism``, Spark's
+        splitting) or the cores are not known (one task per partition)."""
+        o = self.options
+        if (
+            o.parallelism is not None
+            or o.min_partitions is not None
+            or o.max_records_per_partition is not None
+        ):
+            return None
+        return default_task_count(partitions, spark_cores())
+
     def plan(
         self,
         start: Offsets,
         end: Offsets,
         late: tuple[set[TopicPartition], set[TopicPartition]] = (set(), set()),
+        tasks: int | None = None,
     ) -> list[KafkaInputPartition]:
         """The read tasks for ``[start, end)``; ``late``: the partitions whose start and whose end a batch
-        read binds when its task starts (``planning.bound_when_read``), read even when empty now."""
+        read binds when its task starts (``planning.bound_when_read``), read even when empty now;
+        ``tasks``: how many reader tasks Flink's assigner spreads the partitions over when the
+        ``parallelism`` option does not say (None: one per partition)."""
         earliest, latest = late
         ranges = {
             tp: OffsetRange(tp, start[tp], end[tp], tp in earliest, tp in latest)
@@ -144,20 +161,23 @@ class _Planner:
                 )
                 for i, (tp, s, e) in enumerate(pieces)
             ]
-        parallelism = self.options.parallelism or len(end)
-        # A batch's tasks depend on its offsets and the options alone, never on what this process planned
-        # before (``sticky`` gets no previous mapping): a restarted query replays a batch with the same
-        # rows per task index, which the exactly-once sink's replay of a partial batch relies on.
-        tasks = assign_tasks(end, parallelism, self.options.strategy)
-        if tasks != self._last_tasks:
-            mapping = "; ".join(f"task {i}: {', '.join(map(str, ps)) or '-'}" for i, ps in enumerate(tasks))
+        parallelism = self.options.parallelism or tasks or len(end)
+        # A batch's tasks depend on its offsets (``tasks`` comes from them, ``planning.TASKS_KEY``) and the
+        # options alone, never on what this process planned before (``sticky`` gets no previous mapping):
+        # a restarted query replays a batch with the same rows per task index, which the exactly-once
+        # sink's replay of a partial batch relies on.
+        assigned = assign_tasks(end, parallelism, self.options.strategy)
+        if assigned != self._last_tasks:
+            mapping = "; ".join(
+                f"task {i}: {', '.join(map(str, ps)) or '-'}" for i, ps in enumerate(assigned)
+            )
             log.info(
                 "partition assignment (%s, parallelism %d): %s", self.options.strategy, parallelism, mapping
             )
-            self._last_tasks = tasks
+            self._last_tasks = assigned
         return [
             KafkaInputPartition(i, [ranges[tp] for tp in ps if tp in ranges])
-            for i, ps in enumerate(tasks)
+            for i, ps in enumerate(assigned)
             if any(tp in ranges for tp in ps)
         ]
 
@@ -310,10 +330,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 last_trigger_ms=self._last_trigger_ms,
             )
             if skip:
-                return offsets_to_json({**kept, **moved}, ids)
+                return offsets_to_json({**kept, **moved}, ids, tasks_from_json(start))
         end = apply_read_limit(kept, latest, max_rows)
         end.update(moved)
-        return offsets_to_json(end, ids)
+        # The batch's task count goes with its end (``planning.TASKS_KEY``); an end with no new offsets
+        # keeps the start's, so that it equals the start and no batch runs for the count alone.
+        tasks = tasks_from_json(start) if end == kept else self._planner.default_tasks(len(end))
+        return offsets_to_json(end, ids, tasks)
 
     def _align(self, start: Offsets, latest: Offsets, max_rows: int | None) -> Offsets:
         """``latest`` lowered by event-time alignment (``source.alignment``), for a batch that the read
@@ -347,7 +370,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offsets_to_json(self._reported, self._reported_ids) if self._reported is not None else None
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        return self._planner.plan(offsets_from_json(start), offsets_from_json(end))
+        return self._planner.plan(
+            offsets_from_json(start), offsets_from_json(end), tasks=tasks_from_json(end)
+        )
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return self._planner.read(partition)
@@ -387,7 +412,9 @@ class KafkaBatchReader(DataSourceReader):
         self._late = (earliest, at_latest if metadata.latest_is_exact() else set())
 
     def partitions(self) -> Sequence[InputPartition]:
-        return self._planner.plan(self._start, self._end, self._late)
+        return self._planner.plan(
+            self._start, self._end, self._late, tasks=self._planner.default_tasks(len(self._end))
+        )
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return self._planner.read(partition)

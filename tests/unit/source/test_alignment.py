@@ -309,6 +309,25 @@ def test_a_recreated_partition_is_planned_from_its_new_log_not_from_what_was_kno
     assert planned[A1] > 0  # the slowest, A1, reads
 
 
+def test_a_quiet_partition_becomes_idle_by_the_clock_while_the_whole_stream_is_quiet() -> None:
+    """A0 read to its end (last record at 10:00), A1 with records at 10:00:30, 10:01:30, 10:02:30 to read,
+    drift 1 min, idle timeout 5 min, and nothing new anywhere: by the stream's time alone A0 is never idle
+    (no record is 5 minutes newer than its last), so A1 stayed held at 10:01:30 until one came. After 5
+    minutes of the clock with A0's log unchanged, A0 is idle and A1 reads on (Flink's idleness)."""
+    minute = 60_000
+    log = FakeLog({A0: [(10 * minute, True)], A1: [(10 * minute + s * 1000, True) for s in (30, 90, 150)]})
+    now = [0.0]
+    aligner = EventTimeAligner(log, drift_ms=minute, idle_timeout_ms=5 * minute, clock=lambda: now[0])
+    latest = {A0: 1, A1: 3}
+    assert aligner.cap({A0: 1, A1: 0}, latest, bounded=False, max_records=None) == {A0: 1, A1: 1}
+    now[0] += 299
+    assert aligner.cap({A0: 1, A1: 1}, latest, bounded=False, max_records=None) == {A0: 1, A1: 1}  # held
+    now[0] += 1
+    assert aligner.cap({A0: 1, A1: 1}, latest, bounded=False, max_records=None) == {A0: 1, A1: 3}
+    assert aligner.status is not None
+    assert aligner.status.partitions[A0].state == "idle"
+
+
 def test_status_round_trips_through_json() -> None:
     log = FakeLog({A0: [(100, True)], A1: [(500, True)] * 3, A2: []})
     aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=1000)
