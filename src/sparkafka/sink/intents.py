@@ -262,6 +262,11 @@ def topic_settings(brokers: int) -> tuple[int, dict[str, str]]:
     }
 
 
+def _authenticates(conf: Mapping[str, str]) -> bool:
+    """Whether the client logs in (SASL or TLS): brokers that may hide topics by ACL from a listing."""
+    return str(conf.get("security.protocol", "PLAINTEXT")).upper() != "PLAINTEXT"
+
+
 class IntentLog:
     """Reads and appends intent records (the real ``IntentStore``). Creates the topic on its first write.
 
@@ -368,7 +373,12 @@ class IntentLog:
         created (nothing written with this prefix) is empty."""
         key = (self._conf.get("bootstrap.servers"), self.topic)
         if key not in _ensured and key not in _existing and not self.exists():
-            return LogState()
+            if not _authenticates(self._conf):
+                return LogState()
+            # With ACLs a topic this user may not DESCRIBE is missing from the listing too: never read as
+            # empty (a pending batch would be missed); made first, as before lazy creation, or refused.
+            if self._create:
+                self._ensure_topic()
         access = Access("READ", "topic", self.topic)
         return self._retry(f"reading the commit-intent topic {self.topic}", self._read_once, access)
 
