@@ -227,7 +227,7 @@ def test_a_batch_has_a_reader_task_per_spark_core(
     query = run_to_parquet(df, str(out), str(tmp_path / "ck"))
     ends = [json.loads(p["sources"][0]["endOffset"]) for p in query.recentProgress if p["numInputRows"]]
     assert len(ends) == 2
-    assert {e["@tasks"] for e in ends} == {cores}
+    assert {e["@plan"]["tasks"] for e in ends} == {cores}
     assert len(list(out.glob("part-*.parquet"))) == 2 * cores  # the file sink writes a file per task
     assert sorted(read_values(spark, str(out))) == sorted(values)
 

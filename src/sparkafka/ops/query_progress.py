@@ -27,7 +27,7 @@ def offsets_of(text: Any) -> dict[str, dict[str, int]]:
     """A source's offsets in a progress event (JSON text or already parsed); {} when absent or not a map.
 
     What a sparkafka source keeps beside its offsets (keys starting with ``@``: ``source.planning``'s
-    ``TOPIC_IDS_KEY`` and ``TASKS_KEY``) is left out: what is left has the shape of Spark's connector's
+    ``TOPIC_IDS_KEY`` and ``PLAN_KEY``) is left out: what is left has the shape of Spark's connector's
     offsets, ``{"topic": {"0": 42}}``.
     """
     if not text:

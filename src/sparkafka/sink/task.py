@@ -302,6 +302,8 @@ def _flush(producer: Any, delivery: _Delivery, timeout_s: float = 300.0) -> None
         raise denied
     if delivery.errors:
         errors, delivery.errors = delivery.errors, []
+        # The records librdkafka purged once the transaction failed can be reported before the cause.
+        errors.sort(key=lambda e: "_PURGE_" in e)
         # The broker's MESSAGE_TOO_LARGE (the topic's max.message.bytes) arrives here, as a delivery error.
         hint = _TOO_LARGE_HINT if any("MSG_SIZE_TOO_LARGE" in e for e in errors) else ""
         raise BrokerError(f"{len(errors)} record(s) could not be delivered, e.g. {errors[0]}{hint}")

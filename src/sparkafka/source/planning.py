@@ -8,27 +8,36 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from sparkafka.errors import ConfigError
-from sparkafka.source.options import EARLIEST, LATEST, SourceOptions, Subscription
+from sparkafka.source.options import (
+    EARLIEST,
+    LATEST,
+    STRATEGIES,
+    AssignmentStrategy,
+    SourceOptions,
+    Subscription,
+)
 from sparkafka.structs import TopicPartition
 
 __all__ = [
-    "TASKS_KEY",
+    "PLAN_KEY",
     "TOPIC_IDS_KEY",
     "Discovery",
     "KafkaMetadata",
     "Offsets",
+    "TaskPlan",
     "apply_read_limit",
     "bound_when_read",
     "delay_batch",
     "ending_offsets",
     "offsets_from_json",
     "offsets_to_json",
+    "plan_from_json",
     "resolve_startup",
     "split_ranges",
-    "tasks_from_json",
     "topic_ids_from_json",
 ]
 
@@ -89,41 +98,83 @@ Why this shape:
 """
 
 
-TASKS_KEY = "@tasks"
-"""Where a source offset keeps how many reader tasks its batch is planned with, when the source chose that
-number from Spark's cores (``assignment.default_task_count``): ``{"orders": {"0": 23}, "@tasks": 2}``.
+PLAN_KEY = "@plan"
+"""Where a source offset keeps how its batch's ranges become reader tasks (``TaskPlan``):
+``{"orders": {"0": 23}, "@plan": {"tasks": 2, "strategy": "flink"}}``.
 
 Kept with the batch's end, in the checkpoint's offset log, so that a batch Spark replays after a restart
-gets the same tasks with the same partitions even when the restarted application has other cores (the
-exactly-once sink's replay of a partly committed batch needs the same rows per task index). Beside the
-offsets for the reasons ``TOPIC_IDS_KEY`` gives; a batch planned without it (a checkpoint written before
-it was kept, or the ``parallelism`` option, ``minPartitions``, ``maxRecordsPerPartition``) has one task per
-partition, or the options' tasks, as before.
+gets the same tasks with the same partitions whatever the restarted application has: other cores, or
+other ``parallelism``, ``assignmentStrategy``, ``minPartitions``, ``maxRecordsPerPartition`` options
+(they take effect from the next batch). The exactly-once sink's replay of a partly committed batch needs
+the same rows per task index. Beside the offsets for the reasons ``TOPIC_IDS_KEY`` gives; a batch planned
+without it (a checkpoint written before it was kept) is planned from the options, one task per partition
+without ``parallelism``, as it was then.
 """
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """How a batch's ranges become reader tasks: Flink's assigner (``strategy``) over ``tasks`` tasks, or
+    Spark's split of the ranges (``min_partitions``, ``max_records_per_partition``), every piece a task.
+
+    Decided on the driver when ``latestOffset`` ends a batch, and recorded with its end (``PLAN_KEY``).
+    """
+
+    tasks: int | None = None
+    strategy: AssignmentStrategy = "flink"
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+
+    @property
+    def splits(self) -> bool:
+        """Spark's split decides the tasks (``minPartitions`` or ``maxRecordsPerPartition`` was set)."""
+        return self.min_partitions is not None or self.max_records_per_partition is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON kept under ``PLAN_KEY``: the fields that decide, in Spark's option names."""
+        if self.splits:
+            return {
+                "minPartitions": self.min_partitions,
+                "maxRecordsPerPartition": self.max_records_per_partition,
+            }
+        return {"tasks": self.tasks, "strategy": self.strategy}
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> TaskPlan:
+        """The inverse of ``to_json``."""
+        if "tasks" in data:
+            strategy = next((s for s in STRATEGIES if s == data.get("strategy")), None)
+            if strategy is None:
+                raise ConfigError(f"the checkpoint's task plan {dict(data)} names no assignment strategy")
+            return TaskPlan(tasks=int(data["tasks"]), strategy=strategy)
+        return TaskPlan(
+            min_partitions=data.get("minPartitions"),
+            max_records_per_partition=data.get("maxRecordsPerPartition"),
+        )
 
 
 def offsets_to_json(
     offsets: Mapping[TopicPartition, int],
     topic_ids: Mapping[str, str] | None = None,
-    tasks: int | None = None,
+    plan: TaskPlan | None = None,
 ) -> dict[str, Any]:
     """``{"topic": {"0": 23}}``, topics and partitions sorted (Spark compares offsets by their JSON), with
     the ids of the offsets' topics under ``TOPIC_IDS_KEY`` (only those known; no key when none is) and the
-    batch's number of reader tasks under ``TASKS_KEY`` (no key when None)."""
+    batch's task plan under ``PLAN_KEY`` (no key when None)."""
     out: dict[str, Any] = {}
     for tp in sorted(offsets):
         out.setdefault(tp.topic, {})[str(tp.partition)] = int(offsets[tp])
     ids = {t: topic_ids[t] for t in sorted(out) if topic_ids and topic_ids.get(t)}
     if ids:
         out[TOPIC_IDS_KEY] = ids
-    if tasks is not None:
-        out[TASKS_KEY] = int(tasks)
+    if plan is not None:
+        out[PLAN_KEY] = plan.to_json()
     return out
 
 
 def offsets_from_json(data: Mapping[str, Any]) -> Offsets:
     """The inverse of ``offsets_to_json``: ``{"topic": {"0": 23}}`` to an offset per partition (the keys
-    beside the offsets, which start with ``@``, left out: ``topic_ids_from_json``, ``tasks_from_json``)."""
+    beside the offsets, which start with ``@``, left out: ``topic_ids_from_json``, ``plan_from_json``)."""
     return {
         TopicPartition(t, int(p)): int(o)
         for t, parts in data.items()
@@ -137,10 +188,10 @@ def topic_ids_from_json(data: Mapping[str, Any]) -> dict[str, str]:
     return {str(t): str(i) for t, i in data.get(TOPIC_IDS_KEY, {}).items()}
 
 
-def tasks_from_json(data: Mapping[str, Any]) -> int | None:
-    """The number of reader tasks an ``offsets_to_json`` offset keeps (None for one written without it)."""
-    tasks = data.get(TASKS_KEY)
-    return int(tasks) if tasks is not None else None
+def plan_from_json(data: Mapping[str, Any]) -> TaskPlan | None:
+    """The task plan an ``offsets_to_json`` offset keeps (None for one written without it)."""
+    plan = data.get(PLAN_KEY)
+    return TaskPlan.from_json(plan) if isinstance(plan, Mapping) else None
 
 
 def _resolve_sentinels(offsets: Offsets, metadata: KafkaMetadata) -> Offsets:

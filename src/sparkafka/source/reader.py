@@ -35,15 +35,16 @@ from sparkafka.source.options import SourceOptions
 from sparkafka.source.planning import (
     Discovery,
     Offsets,
+    TaskPlan,
     apply_read_limit,
     bound_when_read,
     delay_batch,
     ending_offsets,
     offsets_from_json,
     offsets_to_json,
+    plan_from_json,
     resolve_startup,
     split_ranges,
-    tasks_from_json,
     topic_ids_from_json,
 )
 from sparkafka.structs import TopicPartition
@@ -113,30 +114,30 @@ class _Planner:
             )
         return found
 
-    def default_tasks(self, partitions: int) -> int | None:
-        """The number of reader tasks for a batch of ``partitions`` partitions from Spark's cores
-        (``assignment.default_task_count``); None when an option decides (``parallelism``, Spark's
-        splitting) or the cores are not known (one task per partition)."""
+    def task_plan(self, partitions: int, cores: bool = True) -> TaskPlan:
+        """How a batch of ``partitions`` partitions becomes reader tasks under the options: Spark's split
+        (``minPartitions``, ``maxRecordsPerPartition``), else Flink's assigner over ``parallelism`` tasks,
+        or by default one task per Spark core (``assignment.default_task_count``; ``cores`` False: one
+        per partition, as a batch planned before plans were recorded)."""
         o = self.options
-        if (
-            o.parallelism is not None
-            or o.min_partitions is not None
-            or o.max_records_per_partition is not None
-        ):
-            return None
-        return default_task_count(partitions, spark_cores())
+        if o.min_partitions is not None or o.max_records_per_partition is not None:
+            return TaskPlan(
+                min_partitions=o.min_partitions, max_records_per_partition=o.max_records_per_partition
+            )
+        tasks = o.parallelism or (default_task_count(partitions, spark_cores()) if cores else None)
+        return TaskPlan(tasks=tasks or partitions, strategy=o.strategy)
 
     def plan(
         self,
         start: Offsets,
         end: Offsets,
         late: tuple[set[TopicPartition], set[TopicPartition]] = (set(), set()),
-        tasks: int | None = None,
+        recorded: TaskPlan | None = None,
     ) -> list[KafkaInputPartition]:
         """The read tasks for ``[start, end)``; ``late``: the partitions whose start and whose end a batch
         read binds when its task starts (``planning.bound_when_read``), read even when empty now;
-        ``tasks``: how many reader tasks Flink's assigner spreads the partitions over when the
-        ``parallelism`` option does not say (None: one per partition)."""
+        ``recorded``: the plan kept with the batch's end (``planning.PLAN_KEY``), which decides over the
+        options (None: a batch ended before plans were kept, planned from the options as it was then)."""
         earliest, latest = late
         ranges = {
             tp: OffsetRange(tp, start[tp], end[tp], tp in earliest, tp in latest)
@@ -145,14 +146,19 @@ class _Planner:
         }
         if not ranges:
             return []
-        o = self.options
-        if o.min_partitions is not None or o.max_records_per_partition is not None:
+        plan = recorded or self.task_plan(len(end), cores=False)
+        if recorded is not None and recorded != self.task_plan(len(end)):
+            log.info(
+                "this batch keeps the task plan it was ended with, %s; the options' apply from the next",
+                recorded,
+            )
+        if plan.splits:
             # Spark's meaning: every (piece of a) range is one task; Flink's assigner is not used. As in
             # Spark, a partition's first piece keeps a late start and its last piece a late end.
             pieces = split_ranges(
                 [(r.tp, r.start, r.end) for _, r in sorted(ranges.items())],
-                o.min_partitions,
-                o.max_records_per_partition,
+                plan.min_partitions,
+                plan.max_records_per_partition,
             )
             return [
                 KafkaInputPartition(
@@ -161,19 +167,17 @@ class _Planner:
                 )
                 for i, (tp, s, e) in enumerate(pieces)
             ]
-        parallelism = self.options.parallelism or tasks or len(end)
-        # A batch's tasks depend on its offsets (``tasks`` comes from them, ``planning.TASKS_KEY``) and the
-        # options alone, never on what this process planned before (``sticky`` gets no previous mapping):
-        # a restarted query replays a batch with the same rows per task index, which the exactly-once
-        # sink's replay of a partial batch relies on.
-        assigned = assign_tasks(end, parallelism, self.options.strategy)
+        parallelism = plan.tasks or len(end)
+        # A batch's tasks depend on its offsets and the plan kept with them (``planning.PLAN_KEY``) alone,
+        # never on what this process planned before (``sticky`` gets no previous mapping) nor on options
+        # changed since: a restarted query replays a batch with the same rows per task index, which the
+        # exactly-once sink's replay of a partial batch relies on.
+        assigned = assign_tasks(end, parallelism, plan.strategy)
         if assigned != self._last_tasks:
             mapping = "; ".join(
                 f"task {i}: {', '.join(map(str, ps)) or '-'}" for i, ps in enumerate(assigned)
             )
-            log.info(
-                "partition assignment (%s, parallelism %d): %s", self.options.strategy, parallelism, mapping
-            )
+            log.info("partition assignment (%s, parallelism %d): %s", plan.strategy, parallelism, mapping)
             self._last_tasks = assigned
         return [
             KafkaInputPartition(i, [ranges[tp] for tp in ps if tp in ranges])
@@ -330,13 +334,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 last_trigger_ms=self._last_trigger_ms,
             )
             if skip:
-                return offsets_to_json({**kept, **moved}, ids, tasks_from_json(start))
+                return offsets_to_json({**kept, **moved}, ids, plan_from_json(start))
         end = apply_read_limit(kept, latest, max_rows)
         end.update(moved)
-        # The batch's task count goes with its end (``planning.TASKS_KEY``); an end with no new offsets
-        # keeps the start's, so that it equals the start and no batch runs for the count alone.
-        tasks = tasks_from_json(start) if end == kept else self._planner.default_tasks(len(end))
-        return offsets_to_json(end, ids, tasks)
+        # The batch's task plan goes with its end (``planning.PLAN_KEY``); an end with no new offsets keeps
+        # the start's, so that it equals the start and no batch runs for the plan alone.
+        plan = plan_from_json(start) if end == kept else self._planner.task_plan(len(end))
+        return offsets_to_json(end, ids, plan)
 
     def _align(self, start: Offsets, latest: Offsets, max_rows: int | None) -> Offsets:
         """``latest`` lowered by event-time alignment (``source.alignment``), for a batch that the read
@@ -371,7 +375,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         return self._planner.plan(
-            offsets_from_json(start), offsets_from_json(end), tasks=tasks_from_json(end)
+            offsets_from_json(start), offsets_from_json(end), recorded=plan_from_json(end)
         )
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -413,7 +417,7 @@ class KafkaBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         return self._planner.plan(
-            self._start, self._end, self._late, tasks=self._planner.default_tasks(len(self._end))
+            self._start, self._end, self._late, recorded=self._planner.task_plan(len(self._end))
         )
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

@@ -1,5 +1,6 @@
 """How many reader tasks a batch gets (``assignment.default_task_count``), and that the count goes with the
-batch's end offsets (``planning.TASKS_KEY``) so that a replayed batch is planned the same after a restart.
+batch's end offsets with the rest of its plan (``planning.PLAN_KEY``) so that a replayed batch is planned
+the same after a restart, whatever the cores or the options then.
 
 A fake cluster stands in for Kafka; Spark's cores come through ``assignment.CORES_ENV``, as
 ``sparkafka.register`` passes them to Spark's source runner.
@@ -20,10 +21,11 @@ from sparkafka.ops.query_progress import offsets_of
 from sparkafka.source.assignment import CORES_ENV, assign_tasks, default_task_count, spark_cores
 from sparkafka.source.options import parse_source_options
 from sparkafka.source.planning import (
-    TASKS_KEY,
+    PLAN_KEY,
+    TaskPlan,
     offsets_from_json,
     offsets_to_json,
-    tasks_from_json,
+    plan_from_json,
 )
 from sparkafka.source.reader import KafkaInputPartition, KafkaStreamReader, _Planner
 from sparkafka.structs import TopicPartition
@@ -69,14 +71,23 @@ def test_spark_cores_come_from_the_environment(value: str, cores: int | None) ->
     assert spark_cores({}) is None
 
 
-def test_the_task_count_sits_beside_the_offsets() -> None:
+@pytest.mark.parametrize(
+    ("plan", "kept"),
+    [
+        (TaskPlan(tasks=2), {"tasks": 2, "strategy": "flink"}),
+        (TaskPlan(tasks=5, strategy="sticky"), {"tasks": 5, "strategy": "sticky"}),
+        (TaskPlan(min_partitions=8), {"minPartitions": 8, "maxRecordsPerPartition": None}),
+        (TaskPlan(max_records_per_partition=100), {"minPartitions": None, "maxRecordsPerPartition": 100}),
+    ],
+)
+def test_the_task_plan_sits_beside_the_offsets(plan: TaskPlan, kept: dict[str, Any]) -> None:
     offsets = {TopicPartition("t", 0): 5, TopicPartition("t", 1): 7}
-    data = offsets_to_json(offsets, {"t": "id-t"}, 2)
-    assert data == {"t": {"0": 5, "1": 7}, "@topicIds": {"t": "id-t"}, TASKS_KEY: 2}
+    data = offsets_to_json(offsets, {"t": "id-t"}, plan)
+    assert data == {"t": {"0": 5, "1": 7}, "@topicIds": {"t": "id-t"}, PLAN_KEY: kept}
     assert offsets_from_json(data) == offsets
-    assert tasks_from_json(data) == 2
-    assert TASKS_KEY not in offsets_to_json(offsets)
-    assert tasks_from_json(offsets_to_json(offsets)) is None
+    assert plan_from_json(json.loads(json.dumps(data))) == plan
+    assert PLAN_KEY not in offsets_to_json(offsets)
+    assert plan_from_json(offsets_to_json(offsets)) is None
     assert offsets_of(json.dumps(data)) == {"t": {"0": 5, "1": 7}}  # what lag and Prometheus read
 
 
@@ -85,7 +96,7 @@ def test_a_batch_of_200_partitions_gets_a_task_per_core(monkeypatch: pytest.Monk
     reader = stream(Cluster(200))
     start = reader.initialOffset()
     end = reader.latestOffset(start, ReadMaxRows(1000))
-    assert end[TASKS_KEY] == 2
+    assert end[PLAN_KEY] == {"tasks": 2, "strategy": "flink"}
     tasks = reader.partitions(start, end)
     assert len(tasks) == 2
     assert all(isinstance(t, KafkaInputPartition) for t in tasks)
@@ -117,32 +128,32 @@ def test_a_batch_planned_before_the_count_was_kept_replays_a_task_per_partition(
     monkeypatch.setenv(CORES_ENV, "2")
     reader = stream(Cluster(6))
     start = offsets_to_json(dict.fromkeys(Cluster(6).ends, 0))
-    end = offsets_to_json(Cluster(6).ends)  # an old checkpoint's end: no TASKS_KEY
+    end = offsets_to_json(Cluster(6).ends)  # an old checkpoint's end: no PLAN_KEY
     assert len(reader.partitions(start, end)) == 6
 
 
-@pytest.mark.parametrize("recorded", [None, 2])
+@pytest.mark.parametrize("recorded", [None, TaskPlan(tasks=2)])
 def test_nothing_new_keeps_the_start_so_no_batch_runs(
-    monkeypatch: pytest.MonkeyPatch, recorded: int | None
+    monkeypatch: pytest.MonkeyPatch, recorded: TaskPlan | None
 ) -> None:
-    # Spark runs a batch when the end's JSON differs from the start's: a new count alone must not make one.
+    # Spark runs a batch when the end's JSON differs from the start's: a new plan alone must not make one.
     monkeypatch.setenv(CORES_ENV, "4")
     cluster = Cluster(6)
-    start = offsets_to_json(cluster.ends, tasks=recorded)
+    start = offsets_to_json(cluster.ends, plan=recorded)
     assert stream(cluster).latestOffset(start, ReadAllAvailable()) == start
 
 
 @pytest.mark.parametrize(
-    ("options", "tasks"),
+    ("options", "tasks", "plan"),
     [
-        ({"parallelism": "3"}, 3),
-        ({"minPartitions": "12"}, 12),
-        ({"maxRecordsPerPartition": "5"}, 12),
-        ({}, 6),
+        ({"parallelism": "3"}, 3, {"tasks": 3, "strategy": "flink"}),
+        ({"minPartitions": "12"}, 12, {"minPartitions": 12, "maxRecordsPerPartition": None}),
+        ({"maxRecordsPerPartition": "5"}, 12, {"minPartitions": None, "maxRecordsPerPartition": 5}),
+        ({}, 6, {"tasks": 6, "strategy": "flink"}),
     ],
 )
 def test_options_decide_before_the_cores(
-    monkeypatch: pytest.MonkeyPatch, options: dict[str, str], tasks: int
+    monkeypatch: pytest.MonkeyPatch, options: dict[str, str], tasks: int, plan: dict[str, Any]
 ) -> None:
     # parallelism: Flink's assigner over that many tasks; minPartitions / maxRecordsPerPartition: Spark's
     # splitting (6 partitions of 10 records into 12 pieces); neither and no cores known: one per partition.
@@ -153,8 +164,35 @@ def test_options_decide_before_the_cores(
     reader = stream(Cluster(6), **options)
     start = reader.initialOffset()
     end = reader.latestOffset(start, ReadAllAvailable())
-    assert TASKS_KEY not in end
+    assert end[PLAN_KEY] == plan
     assert len(reader.partitions(start, end)) == tasks
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"assignmentStrategy": "range"},
+        {"parallelism": "4"},
+        {"parallelism": "2", "assignmentStrategy": "roundrobin"},
+        {"minPartitions": "4"},
+        {"maxRecordsPerPartition": "3"},
+    ],
+)
+def test_a_replayed_batch_keeps_its_tasks_when_the_options_change(
+    monkeypatch: pytest.MonkeyPatch, changed: dict[str, str]
+) -> None:
+    """A batch partly committed by the exactly-once sink is replayed after a restart with other options:
+    its tasks must read what they read before, or the sink's replay, which matches tasks by index and
+    count, publishes one task's partitions twice and another's never (review finding: 4 partitions on 2
+    cores, task 0 {p0, p2} committed; with assignmentStrategy=range the replay's task 0 was {p0, p1})."""
+    monkeypatch.setenv(CORES_ENV, "2")
+    first = stream(Cluster(4))
+    start = first.initialOffset()
+    end = first.latestOffset(start, ReadAllAvailable())
+    planned = first.partitions(start, end)
+    replayed = stream(Cluster(4), **changed).partitions(start, end)
+    assert [t.ranges for t in replayed] == [t.ranges for t in planned]  # type: ignore[attr-defined]
+    assert len(planned) == 2
 
 
 @given(
@@ -170,8 +208,9 @@ def test_every_range_is_read_exactly_once_by_a_task_per_core(
     planner = _Planner(parse_source_options({"kafka.bootstrap.servers": "h:1", "subscribe": "a,b"}))
     start = {tp: data.draw(st.integers(0, 5)) for tp in partitions}
     end = {tp: start[tp] + data.draw(st.integers(0, 5)) for tp in partitions}
-    tasks = planner.plan(start, end, tasks=default_task_count(len(end), cores))
+    plan = TaskPlan(tasks=default_task_count(len(end), cores))
+    tasks = planner.plan(start, end, recorded=plan)
     assert len(tasks) <= cores
     assert ranges_of(tasks) == sorted((tp, start[tp], end[tp]) for tp in end if end[tp] > start[tp])
-    again = planner.plan(start, end, tasks=default_task_count(len(end), cores))
+    again = planner.plan(start, end, recorded=plan)
     assert [t.ranges for t in again] == [t.ranges for t in tasks]  # deterministic
