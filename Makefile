@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkafka-installed
 
-.PHONY: demo test check lint docs docs-serve unit integration kafka spark-kafka native bench-vs-spark bench-event-time bench-read-path bench-read-path-tls bench-memory bench-source bench-sink bench-latency bench-avro setup check-java clean
+.PHONY: demo test check lint docs docs-serve unit integration kafka spark-kafka native dist bench-vs-spark bench-event-time bench-read-path bench-read-path-tls bench-memory bench-source bench-sink bench-latency bench-avro setup check-java clean
 
 setup: $(STAMP) check-java kafka native
 
@@ -26,15 +26,25 @@ spark-kafka: $(STAMP) check-java
 # updates reach it: hence a wheel tagged linux_x86_64, for this machine's venv, not manylinux.
 NATIVE_STAMP := $(VENV)/.sparkafka-native
 NATIVE_TARGET := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/sparkafka/native-target
+NATIVE_WHEELS := $(VENV)/native-wheels
 native: $(NATIVE_STAMP)
 
-$(NATIVE_STAMP): $(STAMP) $(wildcard native/Cargo.* native/pyproject.toml native/*.pyi native/src/*.rs)
+$(NATIVE_STAMP): $(STAMP) $(wildcard native/Cargo.* native/pyproject.toml native/README.md native/*.pyi native/src/*.rs)
 	@scripts/check_rust.sh
-	rm -rf $(VENV)/native-wheels
+	rm -rf $(NATIVE_WHEELS)
 	CARGO_TARGET_DIR=$(NATIVE_TARGET) $(VENV)/bin/maturin build --quiet --release --locked \
-		--compatibility linux -i $(PY) -m native/Cargo.toml -o $(VENV)/native-wheels
-	$(PY) -m pip install --quiet --force-reinstall --no-deps $(VENV)/native-wheels/sparkafka_native-*.whl
+		--compatibility linux -i $(PY) -m native/Cargo.toml -o $(NATIVE_WHEELS)
+	$(PY) -m pip install --quiet --force-reinstall --no-deps $(NATIVE_WHEELS)/sparkafka_native-*.whl
 	touch $@
+
+# The two wheels a user installs (README: Install) and the sdist, in dist/, checked by twine: sparkafka (pure
+# Python, with pyspark_sparkafka so format("sparkafka") needs no register) and sparkafka-native (above).
+dist: $(STAMP) native
+	rm -rf dist build
+	$(PY) -m build --no-isolation --sdist --wheel --outdir dist .
+	cp $(NATIVE_WHEELS)/sparkafka_native-*.whl dist/
+	$(VENV)/bin/twine check --strict dist/*
+	@ls -1 dist
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: Python 3.11+ is required (found " + sys.version.split()[0] + ")")'

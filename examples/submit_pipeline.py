@@ -5,11 +5,11 @@ starts, so the pipeline uses spark-submit's master, executors and shipped files,
 ``sparkafka run`` prints: its status lines, with Spark logging at WARN instead of spark-submit's INFO
 (``--conf spark.log.level=INFO`` brings Spark's INFO lines back):
 
-    spark-submit --master spark://HOST:7077 --py-files sparkafka-0.1.0.zip \
+    spark-submit --master spark://HOST:7077 --py-files sparkafka-0.4.0.zip \
         examples/submit_pipeline.py run pipeline.toml
 
-sparkafka ships as its wheel renamed to ``.zip`` (``cp sparkafka-0.1.0-py3-none-any.whl
-sparkafka-0.1.0.zip``): PySpark puts only ``.zip``, ``.egg`` and ``.jar`` files of ``--py-files`` on the
+sparkafka ships as its wheel renamed to ``.zip`` (``cp sparkafka-0.4.0-py3-none-any.whl
+sparkafka-0.4.0.zip``): PySpark puts only ``.zip``, ``.egg`` and ``.jar`` files of ``--py-files`` on the
 executors' path, so a ``.whl`` imports on the driver and fails on the executors. See docs/deploy.md.
 """
 

@@ -93,11 +93,24 @@ def spark_options() -> str:
 
 
 def java_names() -> str:
-    """The Java client settings renamed to their librdkafka twins."""
-    from sparkafka.client.conf import JAVA_CLIENT_NAMES
+    """The Java client settings a ``format("kafka")`` job may carry: what each becomes, or what to do."""
+    from sparkafka.client.java_settings import JAVA_SETTINGS
 
-    rows = ["| Java client setting | librdkafka setting it becomes |", "|---|---|"]
-    rows += [f"| `kafka.{java}` | `kafka.{native}` |" for java, native in sorted(JAVA_CLIENT_NAMES.items())]
+    clients = {"consumer": " (on a source; a sink's producer takes it as it is)", "producer": " (on a sink)"}
+    rows = ["| Java client setting | in sparkafka |", "|---|---|"]
+    for java, setting in sorted(JAVA_SETTINGS.items()):
+        if setting.instead is not None:
+            what = f"refused: {setting.instead}"
+        elif setting.name is None:
+            what = "not needed by librdkafka: dropped"
+        else:
+            what = f"`kafka.{setting.name}`" + (", its value converted" if setting.value is not None else "")
+        rows.append(f"| `kafka.{java}` | {what}{clients[setting.client] if setting.client else ''} |")
+    rows.append(
+        "| `kafka.sasl.jaas.config` | PLAIN and SCRAM logins become `kafka.sasl.username` and "
+        "`kafka.sasl.password`, a Kerberos key tab `kafka.sasl.kerberos.keytab` and "
+        "`kafka.sasl.kerberos.principal`; other login modules are refused |"
+    )
     return "\n".join(rows)
 
 

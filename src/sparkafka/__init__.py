@@ -10,7 +10,7 @@ from sparkafka.structs import TopicPartition
 if TYPE_CHECKING:
     from sparkafka.source.commits import SourceMetrics
 
-__version__ = "0.1.0"
+__version__ = "0.4.0"
 
 
 def register(spark: object) -> None:
@@ -25,6 +25,8 @@ def source_metrics(group_id: str, metrics_file: str | None = None) -> SourceMetr
 
     ``commits_succeeded``, ``commits_failed``, the offsets last committed per partition and the last error,
     as written by the running (or last) query's source on every change; None before the first commit.
+    The counts are totals over every run on this host, as ``sink_metrics``' are, until the file is retired
+    (``sparkafka metrics retire``).
     Pass ``metrics_file`` when the source was given the option metricsFile.
     """
     from sparkafka.source.commits import read_source_metrics

@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -23,12 +23,19 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from sparkafka.client.contact import FIRST_CONTACT_S
 from sparkafka.errors import ConfigError, SparkafkaError
 from sparkafka.source.options import NETWORK_TIMEOUT_ENV, parse_source_options
 
+if TYPE_CHECKING:
+    from sparkafka.sink.options import SinkOptions
+
 __all__ = [
     "FIRST_CONTACT_S",
+    "REGISTER_FOR_EXACTLY_ONCE",
     "KafkaDataSource",
+    "check_registered",
+    "check_sink_topic",
     "first_contact",
     "register",
     "sentence_errors",
@@ -73,12 +80,16 @@ def sentence_errors(method: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-FIRST_CONTACT_S = 5.0
-"""How long the first contact with the brokers may go unanswered (``sparkafka run``'s pre-flight: 5 s)."""
+_contacted: set[tuple[tuple[str, str], ...]] = set()
 
 
 def first_contact(
-    kafka: Mapping[str, str], options: Mapping[str, Any], metadata_timeout_ms: int, *, make_admin: Any = None
+    kafka: Mapping[str, str],
+    options: Mapping[str, Any],
+    metadata_timeout_ms: int,
+    *,
+    make_admin: Any = None,
+    once: bool = False,
 ) -> None:
     """Ask the brokers for their topics once; raise one sentence if none answers or they refuse the client.
 
@@ -95,8 +106,16 @@ def first_contact(
         options: the raw options, to tell whether ``metadataTimeoutMs`` was set.
         metadata_timeout_ms: ``metadataTimeoutMs`` as parsed.
         make_admin: makes the AdminClient to ask (tests pass a fake).
+        once: ask only if these settings have not had an answer in this process yet. For the streaming
+            sink, whose writer Spark makes every micro-batch in a planner process it keeps (and for an
+            update-mode query's micro-batches): a broker restarting under a running query is ridden out by
+            the retries, not failed within 5 s.
     """
     from sparkafka.client.contact import first_answer
+
+    key = tuple(sorted((str(k), str(v)) for k, v in kafka.items()))
+    if once and key in _contacted:
+        return
 
     explicit = any(str(k).lower() == "metadatatimeoutms" for k in options)
     timeout_s = metadata_timeout_ms / 1000 if explicit else min(FIRST_CONTACT_S, metadata_timeout_ms / 1000)
@@ -104,6 +123,36 @@ def first_contact(
         first_answer(kafka, timeout_s)
     else:
         first_answer(kafka, timeout_s, make_admin=make_admin)
+    _contacted.add(key)
+
+
+_topics_found: set[tuple[tuple[tuple[str, str], ...], str]] = set()
+
+
+def check_sink_topic(options: SinkOptions, *, admin: Any = None, once: bool = False) -> None:
+    """Refuse, in one sentence, a sink whose ``topic`` option names a topic the brokers do not have.
+
+    Runs on the driver right after the first contact, before any task: the sink does not create topics,
+    and its tasks found the topic missing only after the delivery timeout (measured: 6 s at least once,
+    16 s exactly once, the sentence repeated by each task). Topics named by a ``topic`` column are known
+    only row by row: their tasks report a missing one. ``admin`` and ``once`` as for ``first_contact``.
+    """
+    if options.topic is None:
+        return
+    key = (tuple(sorted((str(k), str(v)) for k, v in options.kafka.items())), options.topic)
+    if once and key in _topics_found:
+        return
+    from sparkafka.client.metadata import AdminMetadata
+
+    topics = AdminMetadata(options.kafka, options.metadata_timeout_ms / 1000, admin=admin).topics()
+    secured = str(options.kafka.get("security.protocol", "PLAINTEXT")).upper() != "PLAINTEXT"
+    if options.topic not in topics and not secured:  # with ACLs, hidden may mean denied: the ACL check says
+        servers = options.kafka.get("bootstrap.servers")
+        raise ConfigError(
+            f"option topic={options.topic}: no such topic on {servers} (the sink does not create topics: "
+            f"create it first, e.g. sparkafka topics create {options.topic} --bootstrap-servers {servers})"
+        )
+    _topics_found.add(key)
 
 
 def source_schema(include_headers: bool) -> StructType:
@@ -115,8 +164,29 @@ def source_schema(include_headers: bool) -> StructType:
     return from_arrow_schema(arrow_schema(include_headers))
 
 
+REGISTER_FOR_EXACTLY_ONCE = (
+    "deliveryGuarantee=exactly_once needs `import sparkafka; sparkafka.register(spark)` in the driver before "
+    "the write starts: it tells the sink whether spark.speculation is on (two attempts of one task would "
+    'abort each other\'s transactions), which format("sparkafka") found without it cannot see'
+)
+
+
+def check_registered(options: SinkOptions, registered: bool) -> None:
+    """Refuse an exactly-once write by a data source that ``register`` did not register, in one sentence.
+
+    Runs on the driver (the Python worker that makes the writer), before recovery or any task. PySpark's
+    lookup (``pyspark_sparkafka``) finds the data source in a plain session; only ``register`` passes
+    ``spark.speculation`` to the workers (``sparkafka.sink.writer.check_no_speculation``).
+    """
+    if options.delivery == "exactly_once" and not registered:
+        raise ConfigError(REGISTER_FOR_EXACTLY_ONCE)
+
+
 class KafkaDataSource(DataSource):
     """``format("sparkafka")``: read from and write to Kafka with Flink's connector semantics."""
+
+    registered: ClassVar[bool] = True
+    """Whether ``register`` registered this class (PySpark's lookup finds ``pyspark_sparkafka``'s)."""
 
     @classmethod
     def name(cls) -> str:
@@ -149,7 +219,11 @@ class KafkaDataSource(DataSource):
         from sparkafka.sink.writer import KafkaStreamWriter
 
         options = parse_sink_options(self.options)
-        return KafkaStreamWriter(options, input_columns(schema, options))
+        columns = input_columns(schema, options)
+        check_registered(options, self.registered)
+        first_contact(options.kafka, self.options, options.metadata_timeout_ms, once=True)
+        check_sink_topic(options, once=True)
+        return KafkaStreamWriter(options, columns)
 
     @sentence_errors
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
@@ -168,7 +242,9 @@ class KafkaDataSource(DataSource):
         raw, stream = split_stream_batch(self.options)
         options = parse_sink_options(raw)
         columns = input_columns(schema, options)
-        first_contact(options.kafka, raw, options.metadata_timeout_ms)
+        check_registered(options, self.registered)
+        first_contact(options.kafka, raw, options.metadata_timeout_ms, once=stream is not None)
+        check_sink_topic(options, once=stream is not None)
         return KafkaBatchWriter(options, columns, stream)
 
 
@@ -181,12 +257,15 @@ def register(spark: Any) -> None:
     ``defaultParallelism`` (the source's default number of reader tasks, ``source.assignment``) and
     ``spark.network.timeout`` (the source's default ``pollTimeoutMs``).
     And wraps PySpark's ``DataStreamWriter`` once per process, so that ``outputMode("update")`` works
-    for ``format("sparkafka")`` (``sparkafka.stream_writer``; not on Spark Connect).
+    for ``format("sparkafka")`` (``sparkafka.stream_writer``; not on Spark Connect), and the calls that run
+    a job or wait for a query, so that a failure in a task ends in sparkafka's sentence
+    (``sparkafka.spark_errors``).
     """
     if is_connect(spark):
         log.warning(CONNECT_NOTE)
         spark.dataSource.register(KafkaDataSource)
         return
+    from sparkafka import spark_errors
     from sparkafka.stream_writer import install
 
     _ship_archive_to_driver_runners(spark)
@@ -196,6 +275,7 @@ def register(spark: Any) -> None:
     _workers_on_this_interpreter(spark)
     spark.dataSource.register(KafkaDataSource)
     install()
+    spark_errors.install()
 
 
 CONNECT_NOTE = (

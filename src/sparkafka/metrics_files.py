@@ -19,6 +19,7 @@ __all__ = [
     "SINK_METRICS",
     "add_counts",
     "default_metrics_path",
+    "metrics_dir",
     "query_sink_path",
     "read_json",
     "read_sink_metrics",
@@ -28,10 +29,16 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
+def metrics_dir() -> Path:
+    """Where metrics files are written on this host: ``$TMPDIR/sparkafka/metrics`` (``sparkafka metrics
+    retire`` removes old ones)."""
+    return Path(tempfile.gettempdir()) / "sparkafka" / "metrics"
+
+
 def default_metrics_path(kind: str, name: str) -> Path:
     """``$TMPDIR/sparkafka/metrics/<kind>-<name>.json`` with ``name`` made one safe file name."""
     safe = urllib.parse.quote(name, safe="") or "_"
-    return Path(tempfile.gettempdir()) / "sparkafka" / "metrics" / f"{kind}-{safe}.json"
+    return metrics_dir() / f"{kind}-{safe}.json"
 
 
 def write_json_atomically(path: Path, data: Mapping[str, Any]) -> None:

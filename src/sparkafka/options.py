@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sparkafka.client.conf import check_librdkafka_settings, close_librdkafka_property, from_java_names
+from sparkafka.client.conf import check_librdkafka_settings, close_librdkafka_property
+from sparkafka.client.java_settings import Client, from_java_names
 from sparkafka.errors import ConfigError
 
 __all__ = ["DEFAULT_METADATA_TIMEOUT_MS", "Option", "OptionReader", "names"]
@@ -68,6 +69,7 @@ class OptionReader:
         what: how errors name the thing being configured, e.g. "sparkafka source".
         instead: options sparkafka does not have (such as Spark's Kafka source's), each with the sentence
             that names what to use instead.
+        client: which client the ``kafka.*`` settings are for (``client.conf.from_java_names``).
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class OptionReader:
         known: Iterable[str],
         what: str,
         instead: Mapping[str, str] | None = None,
+        client: Client | None = None,
     ) -> None:
         """Check the keys now: an ``instead`` key or an unknown one raises ConfigError naming it.
 
@@ -86,6 +89,7 @@ class OptionReader:
         spelled = {str(k).lower(): str(k) for k in options}  # as given (Spark lower-cases its keys)
         self._known = {k.lower(): k for k in known}
         self._what = what
+        self._client = client
         for key, why in (instead or {}).items():
             if key.lower() in self._raw:
                 raise ConfigError(f"option {spelled[key.lower()]} is not a sparkafka option: {why}")
@@ -182,8 +186,9 @@ class OptionReader:
 
     def kafka(self) -> dict[str, str]:
         """Every ``kafka.*`` option with the prefix removed, for the Kafka clients."""
-        # Java client names with a librdkafka twin (fetch.max.wait.ms) are renamed, so a format("kafka")
-        # job's settings keep their meaning.
+        # Java client settings with a librdkafka equivalent (fetch.max.wait.ms) are translated, so a
+        # format("kafka") job's settings keep their meaning; the others are refused together.
         return from_java_names(
-            {k[len(KAFKA_PREFIX) :]: v for k, v in self._raw.items() if k.startswith(KAFKA_PREFIX)}
+            {k[len(KAFKA_PREFIX) :]: v for k, v in self._raw.items() if k.startswith(KAFKA_PREFIX)},
+            self._client,
         )

@@ -211,7 +211,9 @@ def test_topics_create_list_describe_and_their_one_line_errors(
     assert (
         created.stdout == f"created topic {name}: 3 partitions, replication factor 1; retention.ms=86400000\n"
     )
-    IntentLog(kafka_conf, f"p-{name}")  # an internal topic: sparkafka's commit-intent log of a prefix
+    IntentLog(
+        kafka_conf, f"p-{name}"
+    ).create()  # an internal topic: sparkafka's commit-intent log of a prefix
 
     listed = cli("topics", "list", *servers)
     assert listed.returncode == 0, listed.stderr
@@ -247,14 +249,16 @@ def test_topics_create_list_describe_and_their_one_line_errors(
         assert result.stderr.startswith(f"sparkafka topics: {words}"), result.stderr
     assert not {f"{name}-x", f"{name}-y", f"{name}-z", f"{name}-nosuch"} & all_topics(kafka_conf)
 
-    # The lookup is bounded by --timeout (with_retries' bound, unit-tested with a fake clock); the sentence
-    # names the bound it waited.
+    # The first contact is bounded by --timeout (first_answer's bound, unit-tested with a fake clock); the
+    # sentence is load()'s and names the bound it waited, then librdkafka's reason.
     unreachable = cli("topics", "list", "--bootstrap-servers", "127.0.0.1:1", "--timeout", "2")
     assert unreachable.returncode == 1
-    assert unreachable.stderr == (
-        "sparkafka topics: no Kafka broker answered at 127.0.0.1:1 within 2 s (is it running, and is "
-        "--bootstrap-servers right?)\n"
-    )
+    assert unreachable.stderr.count("\n") == 1, unreachable.stderr
+    assert unreachable.stderr.startswith(
+        "sparkafka topics: listing topics failed against bootstrap servers 127.0.0.1:1 (option "
+        "kafka.bootstrap.servers): no Kafka broker answered within 2 s; is it running, and is the address "
+        "right? (librdkafka: "
+    ), unreachable.stderr
 
 
 # -- 5. spark-submit prints what sparkafka run prints -------------------------------------------------------

@@ -66,7 +66,7 @@ def test_a_batch_done_before_300_records_of_a_new_owner_is_still_done_and_its_ow
     topic = kafka.topic(partitions=2)
     prefix = f"lt3-{uuid.uuid4().hex[:8]}"
     options = sink_options(kafka_conf, topic, prefix)
-    IntentLog(kafka_conf, prefix)  # the topic, as A's first writer made it
+    IntentLog(kafka_conf, prefix).create()  # the topic, as A's first write made it
     now = int(time.time() * 1000)
     a, b = f"query-a-{uuid.uuid4().hex[:6]}", f"query-b-{uuid.uuid4().hex[:6]}"
     append_raw(kafka_conf, prefix, [IntentRecord(a, 5, "done", (), 2, at_ms=now - 3_600_000)])

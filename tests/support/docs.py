@@ -207,19 +207,33 @@ class _Finder(ast.NodeVisitor):
         """``refusal=`` arguments: plans whose refusal the CLI raises as a ConfigError."""
         self.assigned: dict[str, ast.expr] = {}
         self.extended: set[str] = set()
+        self.constants: dict[str, ast.expr] = {}
+        """The module's string constants (``REGISTER_FOR_EXACTLY_ONCE = "..."``), seen from its functions."""
+
+    def visit_Module(self, node: ast.Module) -> None:
+        for sub in node.body:
+            target = sub.targets[0] if isinstance(sub, ast.Assign) and len(sub.targets) == 1 else None
+            target = sub.target if isinstance(sub, ast.AnnAssign) else target
+            value = sub.value if isinstance(sub, (ast.Assign, ast.AnnAssign)) else None
+            is_text = isinstance(value, ast.Constant) and isinstance(value.value, str)
+            if isinstance(target, ast.Name) and value is not None and is_text:
+                self.constants[target.id] = value
+        self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         outer, outer_ext = self.assigned, self.extended
         self.assigned, self.extended = {}, set()
+        local: dict[str, ast.expr] = {}
         for sub in ast.walk(node):
             if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and isinstance(sub.targets[0], ast.Name):
-                self.assigned.setdefault(sub.targets[0].id, sub.value)
+                local.setdefault(sub.targets[0].id, sub.value)
             elif (
                 isinstance(sub, ast.AnnAssign) and isinstance(sub.target, ast.Name) and sub.value is not None
             ):
-                self.assigned.setdefault(sub.target.id, sub.value)
+                local.setdefault(sub.target.id, sub.value)
             elif isinstance(sub, ast.AugAssign) and isinstance(sub.target, ast.Name):
                 self.extended.add(sub.target.id)
+        self.assigned = {**self.constants, **local}
         for sub in ast.walk(node):
             if isinstance(sub, ast.Return) and sub.value is not None:
                 self.returns.setdefault(node.name, []).append((sub.value, dict(self.assigned), sub.lineno))

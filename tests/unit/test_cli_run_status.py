@@ -1,8 +1,8 @@
 """``sparkafka run``'s status line counts group commits since the run started, as it does transactions.
 
-The source's metrics file outlives its process: after a restart it holds the last run's counts until the
-new source's first commit (the issue: "group commits ok/failed" read 7/0 on the first batch after a
-restart, then 2/0). No Spark, no broker: a fake query and real metrics files under a temporary directory.
+The source's metrics file holds totals over every run of the group's source (the rule the sink's counters
+follow too): what it holds at start is earlier runs', and the status line shows the difference. No Spark,
+no broker: a fake query and real metrics files under a temporary directory.
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ class Reads:
         return self.states.pop(0) if len(self.states) > 1 else self.states[0]
 
 
-def test_the_last_runs_counts_are_not_shown_and_the_new_process_counts_from_zero() -> None:
+def test_earlier_runs_counts_are_not_shown() -> None:
     last_run = metrics(pid=100, ok=7)
-    commits = runner.GroupCommitsSinceStart(Reads(last_run, last_run, metrics(200, 1), metrics(200, 2, 1)))
-    assert commits.now() == (0, 0)  # the file still holds the last run's 7: none of this run's
-    assert commits.now() == (1, 0)  # the new source's first commit
+    commits = runner.GroupCommitsSinceStart(Reads(last_run, last_run, metrics(200, 8), metrics(200, 9, 1)))
+    assert commits.now() == (0, 0)  # the file still holds the earlier runs' 7: none of this run's
+    assert commits.now() == (1, 0)  # the new source's first commit, added to the total
     assert commits.now() == (2, 1)
 
 
@@ -48,16 +48,16 @@ def test_no_file_is_unknown_until_a_source_writes_it() -> None:
     assert commits.now() == (3, 0)
 
 
-def test_a_source_process_replaced_within_the_run_adds_to_the_count() -> None:
-    reads = Reads(None, metrics(200, 4), metrics(300, 1), metrics(300, 2))
+def test_a_source_process_replaced_within_the_run_goes_on_from_the_total() -> None:
+    reads = Reads(None, metrics(200, 4), metrics(300, 5), metrics(300, 6))
     commits = runner.GroupCommitsSinceStart(reads)
     assert [commits.now() for _ in range(3)] == [(4, 0), (5, 0), (6, 0)]
 
 
-def test_the_process_that_wrote_at_start_counts_from_its_start_value_and_a_reused_pid_from_zero() -> None:
-    commits = runner.GroupCommitsSinceStart(Reads(metrics(100, 7), metrics(100, 9), metrics(100, 1)))
-    assert commits.now() == (2, 0)  # the same process, still running: what it committed since start
-    assert commits.now() == (1, 0)  # counts fell: a new process that got the same pid counts from zero
+def test_a_retired_file_begun_again_counts_from_zero() -> None:
+    commits = runner.GroupCommitsSinceStart(Reads(metrics(100, 7), metrics(100, 9), metrics(300, 1)))
+    assert commits.now() == (2, 0)
+    assert commits.now() == (1, 0)  # the totals fell: the file was removed (sparkafka metrics retire)
 
 
 class FakeQuery:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkafka.cli import build_parser
+from sparkafka.cli import _operation_s, build_parser
 from sparkafka.cli.topics import (
     PartitionInfo,
     TopicDetail,
@@ -84,5 +84,6 @@ def test_the_command_line() -> None:
     )
     assert (args.name, args.partitions, args.replication, args.config) == ("orders", 4, 3, ["a=b"])
     defaults = build_parser().parse_args(["topics", "create", "orders", "--bootstrap-servers", "h:9092"])
-    assert (defaults.partitions, defaults.replication, defaults.timeout) == (1, None, 30.0)
+    assert (defaults.partitions, defaults.replication, defaults.timeout) == (1, None, None)
+    assert _operation_s(defaults) == 30.0  # each operation's bound unless --timeout
     assert build_parser().parse_args(["topics", "list", "--all", "--bootstrap-servers", "h:9092"]).all

@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "sink": 2,
     "datasource": 3,
     "stream_writer": 3,
+    "spark_errors": 3,
     "ops": 4,
     "pipeline": 5,
     "local": 6,

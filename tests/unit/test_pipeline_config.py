@@ -156,6 +156,20 @@ def test_malformed_policy_resolves(tmp_path: Path) -> None:
     assert load_pipeline(write(tmp_path, GOOD.format(trigger="5 seconds"))).on_malformed == "flag"
 
 
+def test_a_watermark_may_be_made_of_an_expression(tmp_path: Path) -> None:
+    text = GOOD.format(trigger="5 seconds").replace(
+        'schema = "a INT"',
+        'schema = "a INT, ts BIGINT"\nwatermark = { column = "t", expression = "timestamp_millis(ts)", '
+        'delay = "5 seconds" }',
+    )
+    cfg = load_pipeline(write(tmp_path, text))
+    assert (cfg.watermark, cfg.watermark_expression) == (("t", "5 seconds"), "timestamp_millis(ts)")
+    plain = load_pipeline(write(tmp_path, text.replace('expression = "timestamp_millis(ts)", ', "")))
+    assert plain.watermark_expression is None
+    with pytest.raises(ConfigError, match=r"source\.watermark\.expr is not a known field; allowed here"):
+        load_pipeline(write(tmp_path, text.replace("expression =", "expr =")))
+
+
 def test_metrics_table_sets_port_and_host(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD.format(trigger="5 seconds") + '\n[metrics]\nport = 9464\nhost = "0.0.0.0"\n')
     cfg = load_pipeline(path)

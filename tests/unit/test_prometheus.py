@@ -97,6 +97,31 @@ def test_group_commits_are_the_source_metrics_totals_and_offsets_per_partition()
     assert m["sparkafka_group_committed_offset", key] == 42
 
 
+def test_group_commits_of_earlier_runs_are_not_this_runs_as_the_sinks_are_not() -> None:
+    state = {"ok": 7, "failed": 1}  # totals over every run of the group's source (sparkafka.source_metrics)
+
+    def metrics(group: str) -> SourceMetrics:
+        return SourceMetrics(group, "on_checkpoint", state["ok"], state["failed"])
+
+    exporter = Exporter(
+        sink_counters=lambda _: {"batches": 5}, source_metrics=metrics, groups={"orders": "g"}
+    )
+    exporter.begin("q-1", "orders")
+    state.update(ok=9)
+    exporter.observe(progress(0, 1, {}, {}))
+    m = scrape(exporter)
+    assert m["sparkafka_group_commits_total", (("group", "g"), ("query", "orders"), ("result", "ok"))] == 2
+    assert (
+        m["sparkafka_group_commits_total", (("group", "g"), ("query", "orders"), ("result", "failed"))] == 0
+    )
+
+
+def test_a_pipelines_metrics_carry_its_name_as_written() -> None:
+    exporter = Exporter(sink_counters=lambda _: {}, labels={"orders_enrich": "orders-enrich"})
+    exporter.observe({**progress(0, 3, {}, {}), "name": "orders_enrich"})
+    assert scrape(exporter)["sparkafka_input_records_total", (("query", "orders-enrich"),)] == 3
+
+
 def test_event_time_alignment_per_partition() -> None:
     t0, t1 = TopicPartition("t", 0), TopicPartition("t", 1)
     status = AlignmentStatus(

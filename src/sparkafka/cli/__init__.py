@@ -164,6 +164,8 @@ def _cmd_txn(args: argparse.Namespace) -> int:
 
     try:
         conf = _settings(args)
+        if args.txn_command == "retire":
+            return _retire_prefix(args, conf)
         if args.txn_command == "list":
             status = prefix_status(conf, args.prefix)
             print(
@@ -201,6 +203,38 @@ def _cmd_txn(args: argparse.Namespace) -> int:
     except SparkafkaError as e:
         print(f"sparkafka txn: {e}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _retire_prefix(args: argparse.Namespace, conf: dict[str, str]) -> int:
+    from sparkafka.errors import ConfigError
+    from sparkafka.ops.retire import plan_prefix, retire
+
+    plan = plan_prefix(conf, args.prefix, force=args.force)
+    if plan.refusal is not None:
+        raise ConfigError(plan.refusal)
+    if not args.yes:
+        print(f"would {plan.effect}; add --yes to do it", file=sys.stderr)
+        return 2
+    retire(plan, conf)
+    print(f"retired prefix {args.prefix}: deleted {plan.topic} and {len(plan.files)} metrics file(s)")
+    return 0
+
+
+def _cmd_metrics(args: argparse.Namespace) -> int:
+    from sparkafka.errors import SparkafkaError
+    from sparkafka.ops.retire import plan_metrics, retire
+
+    try:
+        plan = plan_metrics(args.older_than * 86400)
+        if not args.yes:
+            print(f"would {plan.effect}\nadd --yes to do it", file=sys.stderr)
+            return 2
+        retire(plan)
+    except SparkafkaError as e:
+        print(f"sparkafka metrics: {e}", file=sys.stderr)
+        return 1
+    print(f"removed {len(plan.files)} metrics file(s)")
     return 0
 
 
@@ -267,7 +301,7 @@ def _cmd_topics(args: argparse.Namespace) -> int:
     try:
         conf = _settings(args)
         if args.topics_command == "list":
-            print(render_list(list_topics(conf, args.timeout), show_internal=args.all))
+            print(render_list(list_topics(conf, _operation_s(args)), show_internal=args.all))
         elif args.topics_command == "create":
             configs = parse_configs(args.config or ())
             created = create_topic(
@@ -276,11 +310,11 @@ def _cmd_topics(args: argparse.Namespace) -> int:
                 partitions=args.partitions,
                 replication=args.replication,
                 configs=configs,
-                timeout_s=args.timeout,
+                timeout_s=_operation_s(args),
             )
             print(render_created(created, configs))
         else:
-            print(render_describe(describe_topic(conf, args.name, args.timeout)))
+            print(render_describe(describe_topic(conf, args.name, _operation_s(args))))
     except SparkafkaError as e:
         print(f"sparkafka topics: {e}", file=sys.stderr)
         return 1
@@ -333,7 +367,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run_pipeline(cfg, sys.stdout, args.log_json)
 
 
-def _connection_args(parser: argparse.ArgumentParser) -> None:
+def _connection_args(parser: argparse.ArgumentParser, operations: bool = False) -> None:
+    """``--bootstrap-servers``, ``--command-config`` and ``--timeout``, the same for every tool that talks to
+    Kafka."""
     parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="the brokers (or --command-config)")
     parser.add_argument(
         "--command-config",
@@ -341,12 +377,32 @@ def _connection_args(parser: argparse.ArgumentParser) -> None:
         help="librdkafka settings (TLS, SASL): key=value lines, or JSON (FILE.json#NAME: one object of "
         "several, as `sparkafka broker --secure --client-config` writes); ${VAR} from the environment",
     )
+    what = "; also each operation's bound (default 30 s)" if operations else ""
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=f"how long to wait for the brokers' first answer (default 5 s){what}",
+    )
 
 
 def _settings(args: argparse.Namespace) -> dict[str, str]:
-    from sparkafka.cli.connection import client_settings
+    """The tool's librdkafka settings, once a broker answered: else one sentence within ``--timeout``.
 
-    return client_settings(args.bootstrap_servers, args.command_config)
+    The same first contact as ``load()`` and the sinks (``client.contact``): 5 s unless ``--timeout``.
+    """
+    from sparkafka.cli.connection import client_settings
+    from sparkafka.client.contact import FIRST_CONTACT_S
+
+    return client_settings(args.bootstrap_servers, args.command_config, args.timeout or FIRST_CONTACT_S)
+
+
+def _operation_s(args: argparse.Namespace) -> float:
+    """The bound on each of a tool's lookups after the first answer: ``--timeout``, else 30 s."""
+    from sparkafka.client.core import DEFAULT_TIMEOUT_S
+
+    return float(args.timeout or DEFAULT_TIMEOUT_S)
 
 
 def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement per command and option
@@ -452,7 +508,29 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
         "(the replay writes the whole batch again); abandoned: mark-done",
     )
     txn_resolve.add_argument("--yes", action="store_true", help="do it (without: say what would be done)")
+    txn_retire = txn_sub.add_parser(
+        "retire",
+        help="delete a prefix's commit-intent topic and counters files once no query uses it (a dry run "
+        "unless --yes)",
+    )
+    _connection_args(txn_retire)
+    txn_retire.add_argument("--prefix", required=True, help="the sink's transactionalIdPrefix")
+    txn_retire.add_argument("--yes", action="store_true", help="do it (without: say what would be done)")
+    txn_retire.add_argument(
+        "--force", action="store_true", help="even if a query wrote to its log in the last 10 minutes"
+    )
     txn.set_defaults(func=_cmd_txn)
+
+    metrics = sub.add_parser("metrics", help="the metrics files sparkafka writes on this host")
+    metrics_sub = metrics.add_subparsers(dest="metrics_command", required=True)
+    metrics_retire = metrics_sub.add_parser(
+        "retire", help="remove metrics files not written for a while (a dry run unless --yes)"
+    )
+    metrics_retire.add_argument(
+        "--older-than", type=float, default=7.0, metavar="DAYS", help="not written for this long (default 7)"
+    )
+    metrics_retire.add_argument("--yes", action="store_true", help="do it (without: list what would go)")
+    metrics.set_defaults(func=_cmd_metrics)
 
     offsets = sub.add_parser(
         "offsets",
@@ -512,10 +590,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
         "describe", help="per partition: leader, replicas, in-sync replicas, offsets; the topic's configs"
     )
     for p in (topics_list, topics_create, topics_describe):
-        _connection_args(p)
-        p.add_argument(
-            "--timeout", type=float, default=30.0, metavar="SECONDS", help="give up after (default 30)"
-        )
+        _connection_args(p, operations=True)
     topics_list.add_argument(
         "--all", action="store_true", help="internal topics too (__consumer_offsets, _sparkafka-intents-*)"
     )

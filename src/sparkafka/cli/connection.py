@@ -20,12 +20,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sparkafka.client.contact import FIRST_CONTACT_S
 from sparkafka.errors import ConfigError
 
 __all__ = ["FIRST_CONTACT_S", "client_settings", "load_command_config"]
-
-FIRST_CONTACT_S = 5.0
-"""How long a tool waits for a first answer before saying no broker answered."""
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -96,13 +94,16 @@ def _properties(path: str, text: str) -> dict[str, str]:
     return raw
 
 
-def client_settings(bootstrap_servers: str | None, command_config: str | None) -> dict[str, str]:
+def client_settings(
+    bootstrap_servers: str | None, command_config: str | None, timeout_s: float = FIRST_CONTACT_S
+) -> dict[str, str]:
     """The tool's librdkafka settings, after a first contact that answered (``client.contact``).
 
     Raises:
         ConfigError: neither gives bootstrap servers, or the file is wrong (``load_command_config``), or
             librdkafka refuses a setting.
-        BrokerError: no broker answered within ``FIRST_CONTACT_S``, or the brokers refused the client
+        BrokerError: no broker answered within ``timeout_s`` (a tool's ``--timeout``, default
+            ``FIRST_CONTACT_S``), or the brokers refused the client
             (one sentence: a wrong password, an untrusted certificate, ...).
     """
     from sparkafka.client.conf import check_librdkafka_settings
@@ -114,5 +115,5 @@ def client_settings(bootstrap_servers: str | None, command_config: str | None) -
     if not conf.get("bootstrap.servers"):
         raise ConfigError("give --bootstrap-servers HOST:PORT, or --command-config with bootstrap.servers")
     check_librdkafka_settings(conf)
-    first_answer(conf, FIRST_CONTACT_S)
+    first_answer(conf, timeout_s)
     return conf

@@ -13,16 +13,22 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sparkafka.client.java_settings import JAVA_SETTINGS, jaas_settings
 from sparkafka.errors import ConfigError
 
 __all__ = [
+    "CONSUMER_ONLY",
     "LIBRDKAFKA_PROPERTIES",
+    "PRODUCER_ONLY",
     "against_servers",
     "check_kafka_python_config",
     "check_librdkafka_settings",
     "close_librdkafka_property",
+    "consumer_settings",
+    "idempotence_conflicts",
     "is_secret_key",
     "mask_secrets",
+    "producer_settings",
     "to_kafka_python_config",
 ]
 
@@ -80,14 +86,69 @@ LIBRDKAFKA_PROPERTIES = frozenset(_PROPERTY_NAMES.split())
 only: whether a setting is accepted is asked of the installed librdkafka itself
 (``check_librdkafka_settings``), so a newer librdkafka's properties pass before this list has them."""
 
+_PRODUCER_ONLY_NAMES = """
+    acks batch.num.messages batch.size compression.codec compression.level compression.type
+    delivery.report.only.error delivery.timeout.ms enable.gapless.guarantee enable.idempotence linger.ms
+    message.send.max.retries message.timeout.ms partitioner produce.offset.report
+    queue.buffering.backpressure.threshold queue.buffering.max.kbytes queue.buffering.max.messages
+    queue.buffering.max.ms queuing.strategy request.required.acks request.timeout.ms retries
+    sticky.partitioning.linger.ms transaction.timeout.ms transactional.id
+"""
+PRODUCER_ONLY = frozenset(_PRODUCER_ONLY_NAMES.split())
+"""librdkafka's producer-only settings (``P`` in its CONFIGURATION.md, 2.12): a consumer given one logs a
+CONFWARN line ("is a producer property and will be ignored by this consumer instance") and ignores it."""
+
+_CONSUMER_ONLY_NAMES = """
+    auto.commit.enable auto.commit.interval.ms auto.offset.reset check.crcs consume.callback.max.messages
+    coordinator.query.interval.ms enable.auto.commit enable.auto.offset.store enable.partition.eof
+    fetch.error.backoff.ms fetch.max.bytes fetch.message.max.bytes fetch.min.bytes fetch.queue.backoff.ms
+    fetch.wait.max.ms group.id group.instance.id group.protocol group.protocol.type group.remote.assignor
+    heartbeat.interval.ms isolation.level max.partition.fetch.bytes max.poll.interval.ms max.poll.records
+    offset.store.method offset.store.path offset.store.sync.interval.ms partition.assignment.strategy
+    queued.max.messages.kbytes queued.min.messages session.timeout.ms share.acknowledgement.mode
+"""
+CONSUMER_ONLY = frozenset(_CONSUMER_ONLY_NAMES.split())
+"""librdkafka's consumer-only settings (``C``): a producer (or an AdminClient) warns of each, ignoring it."""
+
+
+def idempotence_conflicts(conf: Mapping[str, str]) -> list[str]:
+    """The producer settings in ``conf`` an idempotent (or transactional) librdkafka producer refuses.
+
+    librdkafka refuses them when the producer is made (``Failed to create producer: `acks` must be set
+    to `all` when `enable.idempotence` is true``), which for a sink is in every task, again on each retry:
+    checked where the options are parsed instead. Each as ``kafka.<name>=<value> (<what it needs>)``.
+    """
+    found = []
+    for name in ("acks", "request.required.acks"):
+        if name in conf and str(conf[name]).strip().lower() not in ("all", "-1"):
+            found.append(f"kafka.{name}={conf[name]} (needs all)")
+    for name in ("max.in.flight.requests.per.connection", "max.in.flight"):
+        value = str(conf.get(name, "")).strip()
+        if value.isdigit() and int(value) > 5:
+            found.append(f"kafka.{name}={value} (needs 5 or less)")
+    for name in ("retries", "message.send.max.retries"):
+        if str(conf.get(name, "")).strip() == "0":
+            found.append(f"kafka.{name}=0 (needs 1 or more)")
+    if "queuing.strategy" in conf and str(conf["queuing.strategy"]).strip().lower() != "fifo":
+        found.append(f"kafka.queuing.strategy={conf['queuing.strategy']} (needs fifo)")
+    return found
+
+
+def consumer_settings(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """``conf`` without the producer-only settings (a sink's ``kafka.acks`` meant for its producers)."""
+    return {k: v for k, v in conf.items() if k not in PRODUCER_ONLY}
+
+
+def producer_settings(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """``conf`` without the consumer-only settings."""
+    return {k: v for k, v in conf.items() if k not in CONSUMER_ONLY}
+
+
 LIBRDKAFKA_CONFIGURATION = "https://github.com/confluentinc/librdkafka/blob/master/CONFIGURATION.md"
 
 _NOT_SETTABLE = {
     "logger": "librdkafka's logs go to the Python logger sparkafka.librdkafka (rate-limited): configure that "
     "logger instead",
-    "sasl.jaas.config": "librdkafka has no JAAS: set kafka.sasl.mechanism, kafka.sasl.username and "
-    "kafka.sasl.password",
-    "ssl.truststore.location": "librdkafka reads CA certificates as PEM: set kafka.ssl.ca.location",
     "key.deserializer": "sparkafka reads keys and values as bytes: decode them in Spark",
     "value.deserializer": "sparkafka reads keys and values as bytes: decode them in Spark",
     "key.serializer": "sparkafka writes the key and value columns as bytes: encode them in Spark",
@@ -200,29 +261,6 @@ def to_kafka_python_config(conf: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
-JAVA_CLIENT_NAMES = {
-    "fetch.max.wait.ms": "fetch.wait.max.ms",
-    "max.request.size": "message.max.bytes",
-    "receive.buffer.bytes": "socket.receive.buffer.bytes",
-    "send.buffer.bytes": "socket.send.buffer.bytes",
-}
-"""Java client settings a ``format("kafka")`` job passes, and the librdkafka setting with the same meaning
-and unit. Names without an equal (JAAS, JKS trust stores) keep the "did you mean" of the check below."""
-
-
-def from_java_names(conf: Mapping[str, str]) -> dict[str, str]:
-    """``conf`` with Java-only client names renamed to librdkafka's (``JAVA_CLIENT_NAMES``).
-
-    Runs wherever options are parsed (driver or worker). A name whose librdkafka spelling is set as well
-    is left for the check to refuse, so neither value is silently dropped.
-    """
-    out = dict(conf)
-    for java, native in JAVA_CLIENT_NAMES.items():
-        if java in out and native not in out:
-            out[native] = out.pop(java)
-    return out
-
-
 def close_librdkafka_property(name: str) -> str | None:
     """The librdkafka property ``name`` is, or is a likely misspelling of (``fetch.max.byte``); else None."""
     if name in LIBRDKAFKA_PROPERTIES:
@@ -271,6 +309,10 @@ def _librdkafka_refusal(key: str, value: str) -> tuple[str, str] | None:
     """(``unknown``, ``unsettable`` or ``value``; why) if librdkafka refuses ``key=value``, else None."""
     if key in _NOT_SETTABLE or key in _PYTHON_CALLBACKS:
         return "unsettable", _NOT_SETTABLE.get(key, "confluent-kafka takes a Python callable there")
+    java = JAVA_SETTINGS.get(key)
+    if key == "sasl.jaas.config" or (java is not None and java.instead):
+        # Reached only where settings were not translated first (``from_java_names``): say the same.
+        return "unsettable", java.instead if java is not None and java.instead else str(jaas_settings(""))
     text = _offer(key, value)
     if text is None:
         return None

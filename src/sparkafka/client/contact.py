@@ -24,7 +24,11 @@ from sparkafka.client.log import logged
 from sparkafka.client.security import contact_failure, speaks_tls
 from sparkafka.errors import AuthenticationError, BrokerError, ConfigError
 
-__all__ = ["SLICE_S", "first_answer"]
+__all__ = ["FIRST_CONTACT_S", "SLICE_S", "first_answer"]
+
+FIRST_CONTACT_S = 5.0
+"""How long the first contact may go unanswered before the sentence (``load()``, the sinks, the CLI tools,
+whose ``--timeout`` replaces it)."""
 
 SLICE_S = 0.25
 """How long each ask waits before the error callback is read (a refused login takes about 0.3 s)."""

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from sparkafka.client.conf import against_servers
+from sparkafka.client.conf import CONSUMER_ONLY, against_servers, consumer_settings, producer_settings
 from sparkafka.client.log import logged
 from sparkafka.client.security import Access, denied_by
 from sparkafka.errors import BrokerError
@@ -190,8 +190,16 @@ def raise_leaderless(partitions: Iterable[Any]) -> None:
 
 
 def broker_error(what: str, conf: Mapping[str, Any], error: object) -> BrokerError:
-    """The one wording of a failed broker call."""
-    return BrokerError(f"{what} failed {against_servers(conf)}: {error}")
+    """The one wording of a failed broker call; an error with no words of its own (a bare ``TimeoutError``
+    from a future) is named by its kind, so the sentence never ends in an empty reason."""
+    said = str(error).strip() or _no_words(error)
+    return BrokerError(f"{what} failed {against_servers(conf)}: {said}")
+
+
+def _no_words(error: object) -> str:
+    if isinstance(error, TimeoutError):
+        return "no answer in time (TimeoutError)"
+    return f"{type(error).__name__} with no message"
 
 
 def with_retries(
@@ -268,48 +276,9 @@ def close_all() -> None:
 
 atexit.register(close_all)
 
-# librdkafka settings that only consumers or producers accept; AdminClient warns about them (a CONFWARN line
-# for each consumer setting a user passes as kafka.*, since an AdminClient is a producer-type handle).
-_ADMIN_DROP = frozenset(
-    [
-        "allow.auto.create.topics",
-        "auto.commit.enable",
-        "auto.commit.interval.ms",
-        "auto.offset.reset",
-        "check.crcs",
-        "consume.callback.max.messages",
-        "coordinator.query.interval.ms",
-        "enable.auto.commit",
-        "enable.auto.offset.store",
-        "enable.partition.eof",
-        "fetch.error.backoff.ms",
-        "fetch.max.bytes",
-        "fetch.message.max.bytes",
-        "fetch.min.bytes",
-        "fetch.queue.backoff.ms",
-        "fetch.wait.max.ms",
-        "group.id",
-        "group.instance.id",
-        "group.protocol",
-        "group.protocol.type",
-        "group.remote.assignor",
-        "heartbeat.interval.ms",
-        "isolation.level",
-        "max.partition.fetch.bytes",
-        "max.poll.interval.ms",
-        "max.poll.records",
-        "offset.store.method",
-        "offset.store.path",
-        "offset.store.sync.interval.ms",
-        "partition.assignment.strategy",
-        "queued.max.messages.kbytes",
-        "queued.min.messages",
-        "session.timeout.ms",
-        "share.acknowledgement.mode",
-        "transactional.id",
-        "transaction.timeout.ms",
-    ]
-)
+# An AdminClient is a producer-type handle: it warns of each consumer-only setting (a CONFWARN line), and of
+# a transactional id, which it would not use.
+_ADMIN_DROP = CONSUMER_ONLY | {"allow.auto.create.topics", "transactional.id", "transaction.timeout.ms"}
 
 
 _LOG_SERVE_INTERVAL_S = 1.0
@@ -343,10 +312,14 @@ def _start_serving_admin_logs() -> None:
 
 
 def new_consumer(settings: Mapping[str, Any]) -> Any:
-    """A confluent-kafka Consumer: every consumer sparkafka makes is made here (logs: ``LIBRDKAFKA_LOG``)."""
+    """A confluent-kafka Consumer: every consumer sparkafka makes is made here (logs: ``LIBRDKAFKA_LOG``).
+
+    Producer-only settings are left out (a sink's settings reach its intent-log reader): librdkafka would
+    ignore each with a CONFWARN line.
+    """
     from confluent_kafka import Consumer
 
-    return Consumer(logged(settings))
+    return Consumer(logged(consumer_settings(settings)))
 
 
 def next_messages(consumer: Any, max_messages: int, timeout_s: float) -> list[Any]:
@@ -388,10 +361,13 @@ def learn_topics(consumer: Any, topics: Iterable[str], timeout_s: float) -> None
 
 
 def new_producer(settings: Mapping[str, Any]) -> Any:
-    """A confluent-kafka Producer: every producer sparkafka makes is made here (logs: ``LIBRDKAFKA_LOG``)."""
+    """A confluent-kafka Producer: every producer sparkafka makes is made here (logs: ``LIBRDKAFKA_LOG``).
+
+    Consumer-only settings are left out, as ``new_consumer`` leaves out producer-only ones.
+    """
     from confluent_kafka import Producer
 
-    return Producer(logged(settings))
+    return Producer(logged(producer_settings(settings)))
 
 
 def new_kafka_python_client(conf: Mapping[str, str]) -> Any:

@@ -99,18 +99,49 @@ def _latest(conf: Mapping[str, str], topic: str, partition: int = 0) -> int:
     return with_retries(f"looking up the latest offset of {topic}", conf, lookup, _TIMEOUT_S)
 
 
+class _NotGrownYetError(Exception):
+    """The metadata does not show a topic's new partitions with leaders yet (asked again)."""
+
+
 def probe_create_partitions(conf: Mapping[str, str]) -> Capability:
-    """CreatePartitions: needed to grow a topic while a query runs (partition discovery tests)."""
+    """CreatePartitions: needed to grow a topic while a query runs (partition discovery tests).
+
+    Judged on the answer, not on the first look: on a freshly started, loaded Apache Kafka the request
+    can find the new topic not yet known to the broker asked (retried, as any retriable error), and the
+    metadata can show the old partition count for a moment after it succeeded (asked again until it shows
+    two partitions with leaders, or ``_TIMEOUT_S`` passes). A retried request that finds the topic grown
+    already (INVALID_PARTITIONS) counts as grown.
+    """
     from confluent_kafka.admin import NewPartitions
 
     topic = _new_topic(conf)
+    admin = _admin(conf)
+
+    def grow(left: float) -> None:
+        for future in admin.create_partitions([NewPartitions(topic, 2)], request_timeout=left).values():
+            try:
+                future.result(left)
+            except Exception as e:  # confluent-kafka's KafkaException; "already 2" is a retry's success
+                if "INVALID_PARTITIONS" not in str(e):
+                    raise
+
+    def grown(left: float) -> int:
+        found = admin.list_topics(topic, timeout=left).topics.get(topic)
+        partitions = found.partitions if found is not None and found.error is None else {}
+        if len(partitions) < 2 or any(p.leader < 0 for p in partitions.values()):
+            raise _NotGrownYetError(f"{topic} shows {len(partitions)} partition(s)")
+        return len(partitions)
+
     try:
-        for future in _admin(conf).create_partitions([NewPartitions(topic, 2)]).values():
-            future.result(30)
-        meta = _admin(conf).list_topics(topic, timeout=30)
-        count = len(meta.topics[topic].partitions)
-        ok = count == 2
-        return Capability("create_partitions", ok, f"topic has {count} partitions after growing to 2")
+        with_retries(f"growing probe topic {topic}", conf, grow, _TIMEOUT_S)
+        count = with_retries(
+            f"waiting for {topic} to show 2 partitions",
+            conf,
+            grown,
+            _TIMEOUT_S,
+            retriable=lambda e: isinstance(e, _NotGrownYetError) or is_retriable(e),
+        )
+        return Capability("create_partitions", True, f"topic has {count} partitions after growing to 2")
     except Exception as e:  # the broker's refusal is the finding; a timeout is none (re-raised)
         if could_not_tell(e):
             raise

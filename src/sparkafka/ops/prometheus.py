@@ -95,6 +95,8 @@ class Exporter:
         source_metrics: group id -> the source's metrics or None (default: its metrics file).
         groups: query name or id -> the source's ``kafka.group.id``, for the group-commit counters.
         malformed_action: the ``action`` label of malformed records (a pipeline's ``on_malformed``).
+        labels: query name -> the ``query`` label to show instead (a pipeline's name as written, where
+            its Spark query name had to differ).
     """
 
     def __init__(
@@ -105,6 +107,7 @@ class Exporter:
         source_metrics: Callable[[str], Any] | None = None,
         groups: Mapping[str, str] | None = None,
         malformed_action: str = "skip",
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         """Create the metrics in ``registry``; nothing is observed yet."""
         from sparkafka.source.commits import read_source_metrics
@@ -114,6 +117,7 @@ class Exporter:
         self._source_metrics = source_metrics or read_source_metrics
         self._groups = dict(groups or {})
         self._malformed_action = malformed_action
+        self._labels = dict(labels or {})
         self._seen: dict[str, _Seen] = {}
         r, q = self.registry, ["query"]
         self.batches = Counter("sparkafka_batches", "Micro-batches that ran.", q, registry=r)
@@ -180,9 +184,17 @@ class Exporter:
             registry=r,
         )
 
-    def begin(self, query_id: str) -> None:
-        """A query starts: what its counters files hold now (earlier runs) is not this run's."""
-        self._seen[query_id] = _Seen(dict(self._sink_counters(query_id)))
+    def begin(self, query_id: str, name: str | None = None) -> None:
+        """A query starts: what its counters files hold now (earlier runs) is not this run's.
+
+        The sink's counters and the source's group commits are both totals over every run
+        (``sparkafka.sink_metrics``, ``sparkafka.source_metrics``): each is taken as the baseline.
+        """
+        seen = self._seen[query_id] = _Seen(dict(self._sink_counters(query_id)))
+        group = self._groups.get(name or "") or self._groups.get(query_id)
+        metrics = self._source_metrics(group) if group else None
+        if metrics is not None:
+            seen.commits = {"ok": int(metrics.commits_succeeded), "failed": int(metrics.commits_failed)}
 
     def observe_all(self, events: Iterable[Mapping[str, Any]]) -> None:
         """``observe`` each event, oldest first."""
@@ -192,7 +204,8 @@ class Exporter:
     def observe(self, progress: Mapping[str, Any]) -> None:
         """One progress event (Spark's ``StreamingQueryProgress`` as a dict); idle triggers count no batch."""
         query_id = str(progress.get("id", ""))
-        query = str(progress.get("name") or query_id)
+        name = str(progress.get("name") or query_id)
+        query = self._labels.get(name, name)
         seen = self._seen.setdefault(query_id, _Seen({}))
         if ran_batch(progress):
             self.batches.labels(query).inc()
@@ -215,7 +228,7 @@ class Exporter:
             if delta > 0:
                 counter.labels(query).inc(delta)
                 seen.sink[key] = int(now.get(key, 0))
-        group = self._groups.get(query) or self._groups.get(query_id)
+        group = self._groups.get(name) or self._groups.get(query_id)
         if group:
             self._observe_group(query, group, seen)
 
@@ -295,7 +308,7 @@ def serve(
 
     class _Listener(StreamingQueryListener):
         def onQueryStarted(self, event: Any) -> None:
-            exporter.begin(str(event.id))
+            exporter.begin(str(event.id), event.name)
 
         def onQueryProgress(self, event: Any) -> None:
             progress = json.loads(event.progress.json)

@@ -152,6 +152,13 @@ FIELDS: dict[str, tuple[Option, ...]] = {
     "source.watermark": (
         Option("column", "The event-time column (a timestamp of the decoded source)."),
         Option("delay", 'How late a record may be, as Spark writes it (`"30 seconds"`).'),
+        Option(
+            "expression",
+            "A SQL expression `column` is made of first, from the decoded source's fields "
+            '(`"timestamp_millis(ts)"` for an epoch-milliseconds number); the dead-letter statement sees '
+            "it too.",
+            default_note="`column` is a field of the decoded source",
+        ),
     ),
     "table": (
         Option("name", "The view's name in the SQL (not `source`)."),
@@ -276,6 +283,9 @@ class PipelineConfig:
     """Spark's ``outputMode`` for the query: update runs as foreachBatch (``sparkafka.sink.modes``)."""
     watermark: tuple[str, str] | None = None
     """(event-time column, delay) for ``withWatermark`` on the source view."""
+    watermark_expression: str | None = None
+    """``source.watermark.expression``: the SQL expression the event-time column is made of, when the
+    record has no timestamp column of its own (``timestamp_millis(ts)`` for an epoch-ms field)."""
     on_malformed: OnMalformed = "flag"
     dead_letter_topic: str | None = None
     tables: tuple[TableSpec, ...] = ()
@@ -525,10 +535,11 @@ def _source(source: _Fields, name: str) -> dict[str, Any]:
         raise source.error(
             "source.dead_letter_topic", "is required with on_malformed = dead_letter, and only then"
         )
-    watermark = None
+    watermark = watermark_expression = None
     if "watermark" in source.data:
         w = _Fields(source.path, "source.watermark", source.data["watermark"], _SECTIONS["source.watermark"])
         watermark = (w.text("column", required=True) or "", w.text("delay", required=True) or "")
+        watermark_expression = w.text("expression")
     options = _alignment_options(source, source.options("options"), name)
     parsed = source.parsed("source.options", options, parse_source_options)
     return {
@@ -537,6 +548,7 @@ def _source(source: _Fields, name: str) -> dict[str, Any]:
         "on_malformed": on_malformed,
         "dead_letter_topic": dead_letter_topic,
         "watermark": watermark,
+        "watermark_expression": watermark_expression,
         "source_options": options,
         "source": parsed,
         "key_decode": key_decode,

@@ -82,21 +82,36 @@ KAFKA_COLUMNS = (
 
 
 def source_frame(spark: Any, cfg: PipelineConfig) -> Any:
-    """The decoded source, as the view ``source`` shows it to the SQL."""
+    """The decoded source, as the view ``source`` shows it to the SQL.
+
+    With ``includeHeaders`` among the source's options the record's headers are the column ``_headers``
+    (beside ``_topic``, ``_partition``, ...); ``source.watermark.expression`` adds the event-time column
+    it makes (before any filter, so the dead-letter statement's watermark sees it too).
+    """
+    frame = _decoded(spark, cfg)
+    if cfg.watermark is not None and cfg.watermark_expression:
+        with _field(cfg, "source.watermark.expression"):
+            frame = frame.selectExpr("*", f"{cfg.watermark_expression} AS {_sql_name(cfg.watermark[0])}")
+    return frame
+
+
+def _decoded(spark: Any, cfg: PipelineConfig) -> Any:
     reader = spark.readStream.format("sparkafka")
     for key, value in cfg.source_options.items():
         reader = reader.option(key, value)
     if cfg.on_malformed == "dead_letter":  # a dead letter keeps the original record's headers
         reader = reader.option("includeHeaders", "true")
     raw = reader.load()
+    headers = ["headers AS _headers"] if cfg.source.include_headers else []
     if cfg.decode == "raw":
         return raw
     if cfg.decode == "string":
         return raw.selectExpr(
-            "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value", *KAFKA_COLUMNS[1:]
+            "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value", *KAFKA_COLUMNS[1:], *headers
         )
     raw = _decode_key(raw, cfg)
     extra = ["headers AS _raw_headers"] if cfg.on_malformed == "dead_letter" else []
+    extra += headers
     if cfg.decode in FORMATS:
         return _registry_frame(raw, cfg, extra)
     schema = f"{cfg.schema}, _corrupt STRING"
@@ -123,7 +138,7 @@ def source_frame(spark: Any, cfg: PipelineConfig) -> Any:
         "_timestamp",
         "_raw_key",
         "_raw_value",
-        *(["_raw_headers"] if extra else []),
+        *(c.rpartition(" AS ")[2] for c in extra),
     ).drop("_corrupt")
 
 
@@ -441,9 +456,11 @@ def _field(cfg: PipelineConfig, field: str) -> Iterator[None]:
 
 def first_line(text: str) -> str:
     """The sentence that matters in a Spark error: sparkafka's own error if one is inside, else line one."""
-    ours = re.findall(r"sparkafka\.errors\.\w+: (.+)", text)
-    if ours:
-        return str(ours[-1]).strip()
+    from sparkafka.spark_errors import last_sentence
+
+    ours = last_sentence(text)
+    if ours is not None:
+        return ours[1]
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[0] if lines else text
 

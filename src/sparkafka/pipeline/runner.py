@@ -70,13 +70,9 @@ class GroupCommits(NamedTuple):
 class GroupCommitsSinceStart:
     """The source's group-commit counters since this run started, read from its metrics file.
 
-    The source's committer counts from 0 in each process and rewrites the file (``source.commits``), which
-    outlives the process: after a restart it still holds the last run's counts until the new run's first
-    commit. Shown as they were, "group commits ok/failed" read 7/0 on the first batch after a restart, then
-    2/0 (the issue). Here the file as found at start is the baseline, and each writing process (the file's
-    ``pid``) is counted from its own baseline: 0 for a process that started after the runner, the start
-    value for the one that wrote before it (the same process only in tests). So the counts are since start,
-    as the sink's transactions and records on the same line are.
+    The file holds totals over every run of the group's source (``source.commits``, the rule
+    ``sparkafka.sink_metrics`` follows too): what it holds at start is the baseline, and the counts since
+    start are the difference, as the sink's transactions and records on the same line are.
 
     Args:
         read: the group's metrics as the file holds them now (``sparkafka.source_metrics``), None before
@@ -84,14 +80,10 @@ class GroupCommitsSinceStart:
     """
 
     def __init__(self, read: Callable[[], Any]) -> None:
-        """Read the file once now: what it holds is the last run's, not this one's."""
+        """Read the file once now: what it holds is earlier runs', not this one's."""
         self._read = read
         start = read()
-        self._baseline: dict[int, GroupCommits] = {}
-        self._latest: dict[int, GroupCommits] = {}
-        if start is not None:
-            self._baseline[start.pid] = self._latest[start.pid] = self._counts(start)
-        self._seen = start is not None
+        self._baseline = GroupCommits(0, 0) if start is None else self._counts(start)
 
     @staticmethod
     def _counts(metrics: Any) -> GroupCommits:
@@ -100,19 +92,12 @@ class GroupCommitsSinceStart:
     def now(self) -> GroupCommits | None:
         """Commits since start; None while no source of the group has ever written its file."""
         metrics = self._read()
-        if metrics is not None:
-            self._seen = True
-            counts = self._counts(metrics)
-            base = self._baseline.get(metrics.pid)
-            if base is not None and (counts.commits_succeeded < base[0] or counts.commits_failed < base[1]):
-                self._baseline[metrics.pid] = GroupCommits(0, 0)  # counts fell: a new process, same pid
-            self._latest[metrics.pid] = counts
-        if not self._seen:
+        if metrics is None:
             return None
-        zero = GroupCommits(0, 0)
-        ok = sum(c[0] - self._baseline.get(pid, zero)[0] for pid, c in self._latest.items())
-        failed = sum(c[1] - self._baseline.get(pid, zero)[1] for pid, c in self._latest.items())
-        return GroupCommits(ok, failed)
+        counts = self._counts(metrics)
+        if counts[0] < self._baseline[0] or counts[1] < self._baseline[1]:
+            self._baseline = GroupCommits(0, 0)  # the file was retired (removed) and begun again
+        return GroupCommits(counts[0] - self._baseline[0], counts[1] - self._baseline[1])
 
 
 def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, poll_s: float = 0.5) -> int:
@@ -150,7 +135,7 @@ def run_pipeline(cfg: PipelineConfig, out: TextIO, log_json: str | None = None, 
     try:
         query = build_query(spark, cfg)
         if exporter is not None:
-            exporter.begin(query.id)
+            exporter.begin(query.id, cfg.query_name)
         screen.say(f"pipeline {cfg.name} started; checkpoint {cfg.checkpoint}; Ctrl-C stops after the batch")
         with screen.live():
             _watch(
@@ -206,7 +191,11 @@ def _start_metrics(cfg: PipelineConfig, screen: _Screen) -> tuple[Exporter | Non
     from sparkafka.ops.prometheus import Exporter, start_server
 
     group = cfg.source.group_id
-    exporter = Exporter(groups={cfg.query_name: group} if group else None, malformed_action=cfg.on_malformed)
+    exporter = Exporter(
+        groups={cfg.query_name: group} if group else None,
+        malformed_action=cfg.on_malformed,
+        labels={cfg.query_name: cfg.name},  # metrics show the pipeline's name as written
+    )
     server = start_server(exporter, cfg.metrics_port, cfg.metrics_host)
     screen.say(f"Prometheus metrics on http://{server.host}:{server.port}/metrics")
     return exporter, server

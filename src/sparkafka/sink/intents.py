@@ -230,6 +230,8 @@ class IntentWriteError(BrokerError):
 
 _ensured: set[tuple[str | None, str]] = set()
 """(bootstrap servers, topic) known to exist in this process: writers are made every micro-batch."""
+_existing: set[tuple[str | None, str]] = set()
+"""(bootstrap servers, topic) found to exist by a read here, before this process wrote to it."""
 
 
 @dataclass(frozen=True)
@@ -260,18 +262,35 @@ def topic_settings(brokers: int) -> tuple[int, dict[str, str]]:
     }
 
 
+def _authenticates(conf: Mapping[str, str]) -> bool:
+    """Whether the client logs in (SASL or TLS): brokers that may hide topics by ACL from a listing."""
+    return str(conf.get("security.protocol", "PLAINTEXT")).upper() != "PLAINTEXT"
+
+
 class IntentLog:
-    """Reads and appends intent records (the real ``IntentStore``). Creates the topic on first use."""
+    """Reads and appends intent records (the real ``IntentStore``). Creates the topic on its first write.
+
+    Lazily: a writer that never wrote (a query that failed or stopped before its first batch, a process
+    that only reads) leaves no topic behind; until the first write, a read finds an empty log. The first
+    write is a task's claim of transactional ids or the driver's first intent, whichever comes first (for
+    a streaming query, batch 0, which Spark runs even when it is empty); a task about to write its witness
+    record makes sure of it too (``sink.task.write_task``).
+    """
 
     def __init__(
         self, conf: Mapping[str, str], prefix: str, timeout_s: float = 30.0, create: bool = True
     ) -> None:
-        """The log of ``prefix``; ``timeout_s`` bounds each request; ``create`` makes a missing topic now."""
+        """The log of ``prefix``; ``timeout_s`` bounds each request; ``create``: make it on the first write
+        (False: never; the tools that only read)."""
         self._conf = {k: v for k, v in conf.items() if not k.startswith("transaction")}
         self.topic = intent_topic(prefix)
         self._timeout_s = timeout_s
-        if create:
-            self._ensure_topic()
+        self._create = create
+
+    def create(self) -> None:
+        """Make the topic now, as the first write would (tasks about to write their witness records into it,
+        tools and tests that write to it by other means)."""
+        self._ensure_topic()
 
     def _ensure_topic(self) -> None:
         from confluent_kafka.admin import NewTopic
@@ -344,10 +363,22 @@ class IntentLog:
         admin = admin_client(self._conf)
         meta = self._retry(f"looking up {self.topic}", lambda left: admin.list_topics(timeout=left))
         topic = meta.topics.get(self.topic)
-        return topic is not None and topic.error is None
+        found = topic is not None and topic.error is None
+        if found:
+            _existing.add((self._conf.get("bootstrap.servers"), self.topic))
+        return found
 
     def read(self) -> LogState:
-        """Fold the log's tail, read up to the end of the partition as the broker acknowledges it."""
+        """Fold the log, read up to the end of the partition as the broker acknowledges it; a log not yet
+        created (nothing written with this prefix) is empty."""
+        key = (self._conf.get("bootstrap.servers"), self.topic)
+        if key not in _ensured and key not in _existing and not self.exists():
+            if not _authenticates(self._conf):
+                return LogState()
+            # With ACLs a topic this user may not DESCRIBE is missing from the listing too: never read as
+            # empty (a pending batch would be missed); made first, as before lazy creation, or refused.
+            if self._create:
+                self._ensure_topic()
         access = Access("READ", "topic", self.topic)
         return self._retry(f"reading the commit-intent topic {self.topic}", self._read_once, access)
 
@@ -448,6 +479,8 @@ class IntentLog:
             self._produce(witness_key(query_id, task), None, f"the tombstone of {query_id}'s task {task}")
 
     def _produce(self, key: bytes, value: bytes | None, what: str) -> None:
+        if self._create:
+            self._ensure_topic()
         # Not an idempotent producer: its producer-id handshake costs about 0.5 s per producer on some
         # brokers (measured on tansu), and a retried duplicate is harmless (folding the log is idempotent).
         from confluent_kafka import KafkaError

@@ -9,7 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from sparkafka.client.conf import check_kafka_python_config, check_librdkafka_settings
+from sparkafka.client.conf import (
+    check_kafka_python_config,
+    check_librdkafka_settings,
+    idempotence_conflicts,
+)
 from sparkafka.errors import ConfigError
 from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS, Option, OptionReader, names
 
@@ -140,9 +144,37 @@ class SinkOptions:
         return int(self.kafka.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
 
 
+def _check_idempotence(kafka: dict[str, str], delivery: DeliveryGuarantee) -> None:
+    """Producer settings that idempotence refuses, refused at start (``client.conf.idempotence_conflicts``).
+
+    Exactly once writes in transactions, which need idempotence: such settings are refused, naming each.
+    Otherwise the sink's producers are idempotent by default (``sink.task``); where the user's settings
+    conflict and ``kafka.enable.idempotence`` is not set, idempotence is left off, as Java's producer does
+    (a ``format("kafka")`` job with ``kafka.acks=1`` runs unchanged); set to true, it is refused.
+    """
+    conflicts = idempotence_conflicts(kafka)
+    idempotence = kafka.get("enable.idempotence", "").strip().lower()
+    if delivery == "exactly_once":
+        if idempotence == "false":
+            conflicts.insert(0, "kafka.enable.idempotence=false (needs true)")
+        if conflicts:
+            raise ConfigError(
+                "deliveryGuarantee=exactly_once writes in Kafka transactions, which need an idempotent "
+                f"producer: remove or change {', '.join(conflicts)}"
+            )
+    elif conflicts and idempotence == "true":
+        raise ConfigError(
+            f"option kafka.enable.idempotence=true conflicts with {', '.join(conflicts)}: remove one side"
+        )
+    elif conflicts and not idempotence:
+        kafka["enable.idempotence"] = "false"
+
+
 def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
     """Validate the sink's options; raise ConfigError naming the option and what is allowed."""
-    reader = OptionReader(options, names(SINK_OPTIONS + SPARK_WRITE_OPTIONS), "sparkafka sink")
+    reader = OptionReader(
+        options, names(SINK_OPTIONS + SPARK_WRITE_OPTIONS), "sparkafka sink", client="producer"
+    )
     kafka = reader.kafka()
     if not kafka.get("bootstrap.servers"):
         raise ConfigError("option kafka.bootstrap.servers is required (host:port[,host:port...])")
@@ -171,6 +203,7 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
             )
     elif prefix is not None:
         raise ConfigError("option transactionalIdPrefix is only used with deliveryGuarantee=exactly_once")
+    _check_idempotence(kafka, delivery)
     take_over = reader.get_bool("takeOverTransactionalIdPrefix", False)
     if take_over and delivery != "exactly_once":
         raise ConfigError(

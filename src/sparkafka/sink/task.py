@@ -23,7 +23,7 @@ from sparkafka.client.core import cached, new_producer, with_retries
 from sparkafka.client.security import Access, denied_by
 from sparkafka.errors import AuthorizationError, BrokerError
 from sparkafka.sink.identity import open_transactional_producer
-from sparkafka.sink.intents import intent_topic, witness_key
+from sparkafka.sink.intents import IntentLog, intent_topic, witness_key
 from sparkafka.sink.options import InputColumns, SinkOptions
 from sparkafka.sink.routing import Router
 from sparkafka.sink.txn_control import MarkerProbe, TxnHandle
@@ -252,6 +252,11 @@ def write_task(
     assert options.transactional_id_prefix is not None
     tid = transactional_id(options.transactional_id_prefix, task)
     witness = MarkerProbe(intent_topic(options.transactional_id_prefix), 0)
+    # The witness goes into the intent topic, which a prefix's first write makes (IntentLog): normally this
+    # batch's claim, but a task that claims nothing may find it missing (deleted under a running query), and
+    # a produce must neither wait out delivery.timeout.ms for it nor auto-create it without compaction.
+    # Once per worker process per topic (IntentLog caches what it made or found).
+    IntentLog(options.kafka, options.transactional_id_prefix, options.metadata_timeout_ms / 1000).create()
     delivery = _Delivery(options.kafka)
     result = TaskResult(task, 0)
     producer, pid, epoch = open_transactional_producer(

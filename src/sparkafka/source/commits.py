@@ -240,6 +240,10 @@ class OffsetCommitter:
         self._metrics_file = metrics_file
         self._clock = clock
         self.metrics = SourceMetrics(group_id=group_id, mode=mode)
+        earlier = read_source_metrics(group_id, metrics_file) if metrics_file is not None else None
+        if earlier is not None:  # totals over every run, as the sink's counters are (``sink_metrics``)
+            self.metrics.commits_succeeded = earlier.commits_succeeded
+            self.metrics.commits_failed = earlier.commits_failed
         self._target: dict[TopicPartition, int] = {}
         self._confirmed: dict[TopicPartition, int] | None = None
         self._pending: deque[Mapping[TopicPartition, int]] = deque()

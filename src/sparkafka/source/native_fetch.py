@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from sparkafka.client.conf import consumer_settings
 from sparkafka.client.log import LIBRDKAFKA_LOG
 from sparkafka.errors import ConfigError
 from sparkafka.source.fetchers import Fetched, arrow_schema
@@ -62,11 +63,12 @@ class NativeFetcher:
             import sparkafka_native
         except ImportError as e:
             raise NativeUnavailableError(
-                "the native fetch is not installed (build it with make native, or pip install ./native)"
+                "the native fetch is not installed (pip install 'sparkafka[native]', or make native)"
             ) from e
         self._native = sparkafka_native
         try:
-            self._reader = sparkafka_native.Reader({k: str(v) for k, v in settings.items()})
+            conf = consumer_settings(settings)  # as every consumer: no producer-only setting (CONFWARN)
+            self._reader = sparkafka_native.Reader({k: str(v) for k, v in conf.items()})
         except ValueError as e:
             key, reason = e.args if len(e.args) == 2 else ("", str(e))  # (setting, reason) from the extension
             where = f"setting kafka.{key}" if key else "its settings"

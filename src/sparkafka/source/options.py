@@ -526,7 +526,7 @@ def parse_source_options(
     source's ``schema()``, which Spark asks for streams and batches alike: no warning about options a batch
     read ignores, and no refusal of what only a batch read refuses (a start at latest; ``reader()`` does).
     """
-    reader = OptionReader(options, names(SOURCE_OPTIONS), "sparkafka source")
+    reader = OptionReader(options, names(SOURCE_OPTIONS), "sparkafka source", client="consumer")
     kafka, reset = _kafka_settings(reader)
     group_id = kafka.get("group.id") or None
     subscription = _parse_subscription(reader)

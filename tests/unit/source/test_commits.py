@@ -306,6 +306,19 @@ def test_a_run_stopped_by_a_reset_marks_nothing() -> None:
     assert client.group == {A0: 0}
 
 
+def test_group_commits_are_counted_over_every_run_as_the_sinks_counters_are(tmp_path: Path) -> None:
+    path = tmp_path / "source-g.json"
+    first, _ = committer(FakeClient(), path=path)
+    first.completed({A0: 10})
+    first.tick()
+    assert json.loads(path.read_text())["commitsSucceeded"] == 1
+    restarted, _ = committer(FakeClient({A0: 10}), path=path)  # the query's next run, same metrics file
+    restarted.completed({A0: 20})
+    restarted.tick()
+    assert restarted.metrics.commits_succeeded == 2
+    assert json.loads(path.read_text())["commitsSucceeded"] == 2
+
+
 def test_the_stopped_mark_never_writes_over_a_reset_made_while_the_query_idled() -> None:
     """Review finding F4: idle past the tool's window, the group was reset, then the query stopped."""
     client = FakeClient()

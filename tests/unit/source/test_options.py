@@ -319,7 +319,7 @@ def test_java_client_names_with_a_librdkafka_twin_are_renamed() -> None:
     assert o.kafka["socket.receive.buffer.bytes"] == "65536"
     assert "fetch.max.wait.ms" not in o.kafka
     with pytest.raises(
-        ConfigError, match=r"kafka\.sasl\.jaas\.config cannot be set as an option: librdkafka has no JAAS"
+        ConfigError, match=r"librdkafka equivalent: kafka\.sasl\.jaas\.config \(librdkafka has no JAAS"
     ):
         parse(**{"kafka.sasl.jaas.config": "x"})
 

@@ -1,0 +1,122 @@
+"""A failure that happens inside a Spark task or a streaming query, with sparkafka's sentence last.
+
+Runs in the user's driver process, installed by ``sparkafka.register`` (classic sessions). What only fails
+in a task (a record the broker refuses, a topic a ``topic`` column names that does not exist, a batch the
+broker aborted) reaches the driver inside Spark's exception: ``Job aborted due to stage failure: ...
+PythonException: sparkafka.errors.BrokerError: <the sentence>`` followed by the task's JVM stack and
+"Driver stacktrace:", or, from a streaming query, ``[STREAM_FAILED] ...`` followed by the query's plan
+(measured: the sentence on one line of 30 to 300, and once per failed attempt). Here the API calls a user
+makes to run a job get one more line at the end of that exception's message, the last sentence sparkafka
+put in it, as ``sparkafka.errors.<Class>: <sentence>``: the last line of the printed traceback is
+sparkafka's own sentence. The exception keeps its type (``StreamingQueryException``, ...), so handlers that
+catch Spark's exceptions are unchanged; exceptions without a sparkafka sentence are untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["install", "last_sentence", "with_sentence_last"]
+
+_SENTENCE = re.compile(r"sparkafka\.errors\.(\w+): (.+)")
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\s*$")
+_MARK = "_sparkafka_sentence"
+_WRAPPING = threading.Lock()
+
+
+def last_sentence(text: str) -> tuple[str, str] | None:
+    """(error class, sentence) of the last sparkafka error named in ``text``, or None.
+
+    Each line is looked at on its own: the sentence is one line (Spark's `` SQLSTATE: ...`` suffix, when
+    on the same line, is left out).
+    """
+    found = _SENTENCE.findall(text)
+    if not found:
+        return None
+    name, sentence = found[-1]
+    return name, _SQLSTATE.sub("", sentence).strip()
+
+
+def with_sentence_last(error: BaseException) -> BaseException:
+    """``error`` with ``sparkafka.errors.<Class>: <sentence>`` as its message's last line, if it names one.
+
+    PySpark's captured exceptions print their ``_desc``; other exceptions their ``args``. Done once per
+    exception object. Returns ``error`` itself.
+    """
+    if getattr(error, _MARK, False):
+        return error
+    text = str(error)
+    found = last_sentence(text)
+    if found is None or _ends_with(text, found[1]):
+        return error
+    line = f"sparkafka.errors.{found[0]}: {found[1]}"
+    if isinstance(getattr(error, "_desc", None), str):
+        error._desc = f"{error._desc.rstrip()}\n{line}"  # type: ignore[attr-defined]
+    elif len(error.args) == 1 and isinstance(error.args[0], str):
+        error.args = (f"{error.args[0].rstrip()}\n{line}",)
+    else:
+        return error
+    setattr(error, _MARK, True)
+    return error
+
+
+def _ends_with(text: str, sentence: str) -> bool:
+    """Whether nothing but Spark's ``SQLSTATE`` line follows the last line holding ``sentence``: a failure
+    reported at start (two lines, the sentence first) is left as it is."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    last = max((i for i, line in enumerate(lines) if sentence in line), default=-1)
+    return last >= 0 and all(_SQLSTATE.fullmatch(" " + line) for line in lines[last + 1 :])
+
+
+def _surfacing(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            result = method(*args, **kwargs)
+        except Exception as e:
+            with_sentence_last(e)
+            raise
+        if isinstance(result, BaseException):  # StreamingQuery.exception()
+            return with_sentence_last(result)
+        return result
+
+    wrapper._sparkafka_wrapped = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+_ENTRY_POINTS = {
+    "pyspark.sql.readwriter:DataFrameWriter": ("save", "saveAsTable", "insertInto"),
+    "pyspark.sql.classic.dataframe:DataFrame": (
+        "collect",
+        "count",
+        "toPandas",
+        "toArrow",
+        "toLocalIterator",
+        "_show_string",
+        "foreach",
+        "foreachPartition",
+    ),
+    "pyspark.sql.streaming.query:StreamingQuery": ("awaitTermination", "processAllAvailable", "exception"),
+}
+"""The calls that run a job or wait for a query, by class: where a task's failure reaches the user."""
+
+
+def install() -> None:
+    """Wrap the entry points once per process (idempotent); a class PySpark does not have is skipped."""
+    import importlib
+
+    with _WRAPPING:
+        for where, methods in _ENTRY_POINTS.items():
+            module_name, _, class_name = where.partition(":")
+            try:
+                cls = getattr(importlib.import_module(module_name), class_name)
+            except (ImportError, AttributeError):
+                continue
+            for name in methods:
+                method = vars(cls).get(name)
+                if method is not None and not getattr(method, "_sparkafka_wrapped", False):
+                    setattr(cls, name, _surfacing(method))

@@ -1,0 +1,184 @@
+"""The wheels as a user installs them: into a fresh venv outside the source tree, with no register().
+
+``sparkafka`` (pure Python) is built from this tree (``python -m build``, a few seconds); ``sparkafka-native``
+is the wheel ``make native`` built and installed into the source venv (``.venv/native-wheels``),
+the one ``make dist`` ships. Each test makes a venv in a temporary directory and installs into it with pip,
+offline (``--no-index``): sparkafka and sparkafka-native from the wheels, every other requirement found
+already installed in a directory of links to the source venv's dependencies (pyspark, pyarrow,
+confluent-kafka, ...), so nothing is downloaded and pip still checks each declared requirement and the
+``[native]`` extra. That directory holds no sparkafka, no ``pyspark_sparkafka``, no sparkafka_native and no
+``.pth`` file: the source tree and the source venv's own sparkafka are not importable. The job runs with
+that venv's Python on the PATH, as after ``source venv/bin/activate`` (PySpark's workers run ``python3``
+from the PATH), in a plain SparkSession: ``format("sparkafka")`` is found by PySpark's lookup.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sparkafka import __version__
+from sparkafka.datasource import REGISTER_FOR_EXACTLY_ONCE
+from tests.support.kafka import Kafka
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+OURS = ("sparkafka", "sparkafka_native", "pyspark_sparkafka", "__editable__")
+"""What the links to the source venv leave out: our packages, their metadata, the editable finder."""
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory with this tree's sparkafka wheel and the native wheel ``make native`` built."""
+    out = tmp_path_factory.mktemp("wheels")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    native = sorted((ROOT / ".venv" / "native-wheels").glob("sparkafka_native-*.whl"))
+    assert native, "no sparkafka_native wheel in .venv/native-wheels: run `make native`"
+    (out / native[-1].name).symlink_to(native[-1])
+    return out
+
+
+@pytest.fixture(scope="module")
+def dependencies(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Links to everything in the source venv's site-packages but sparkafka's own packages and .pth files."""
+    site = Path(next(p for p in sys.path if p.endswith("site-packages")))
+    out = tmp_path_factory.mktemp("deps")
+    for entry in site.iterdir():
+        if entry.name.startswith(OURS) or entry.suffix == ".pth":
+            continue
+        (out / entry.name).symlink_to(entry)
+    return out
+
+
+def fresh_venv(where: Path, dependencies: Path, wheels: Path, requirement: str) -> Path:
+    """A venv at ``where`` with ``requirement`` installed from ``wheels`` by pip, offline; its bin dir."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    site = next((where / "lib").glob("python3.*/site-packages"))
+    (site / "dependencies.pth").write_text(f"{dependencies}\n")
+    pip = [sys.executable, "-m", "pip", "--python", str(where / "bin" / "python"), "install", "--quiet"]
+    subprocess.run([*pip, "--no-index", "--find-links", str(wheels), requirement], check=True, cwd=where)
+    return where / "bin"
+
+
+JOB = textwrap.dedent(
+    """
+    import json, os, sys
+    from pyspark.sql import SparkSession
+
+    bootstrap, source, sink, prefix, fetcher = sys.argv[1:6]
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    df = (
+        spark.read.format("sparkafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("fetcher", fetcher)
+        .load()
+    )
+    out = {"values": sorted(r.value.decode() for r in df.select("value").collect())}
+    import pyspark_sparkafka, sparkafka
+    out["files"] = [sparkafka.__file__, pyspark_sparkafka.__file__]
+    try:
+        import sparkafka_native
+        out["native"] = sparkafka_native.__file__
+    except ImportError:
+        out["native"] = None
+    if sink:
+        def write():
+            (
+                df.select("key", "value").write.format("sparkafka")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("topic", sink)
+                .option("deliveryGuarantee", "exactly_once")
+                .option("transactionalIdPrefix", prefix)
+                .mode("append")
+                .save()
+            )
+        try:
+            write()
+        except Exception as e:
+            out["unregistered"] = str(e)
+        sparkafka.register(spark)
+        write()
+    spark.stop()
+    print("RESULT " + json.dumps(out))
+    """
+)
+
+
+def run_job(bin_dir: Path, cwd: Path, *args: str) -> dict[str, object]:
+    """Run ``JOB`` with the venv's Python first on the PATH, from ``cwd``; its JSON result."""
+    script = cwd / "job.py"
+    script.write_text(JOB)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYSPARK", "VIRTUAL_ENV"))}
+    env.update(
+        PATH=f"{bin_dir}{os.pathsep}{env['PATH']}",
+        VIRTUAL_ENV=str(bin_dir.parent),
+        SPARK_LOCAL_IP="127.0.0.1",
+        TMPDIR=str(cwd),  # metrics files
+    )
+    done = subprocess.run(
+        [str(bin_dir / "python"), str(script), *args],
+        check=False,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert lines, done.stdout[-3000:]
+    return dict(json.loads(lines[-1].removeprefix("RESULT ")))
+
+
+def test_both_wheels_read_and_write_exactly_once_without_the_source(
+    tmp_path: Path, wheels: Path, dependencies: Path, kafka: Kafka, new_topic: Callable[..., str]
+) -> None:
+    venv = tmp_path / "venv"
+    bin_dir = fresh_venv(venv, dependencies, wheels, "sparkafka[native]")
+    version = subprocess.run(
+        [str(bin_dir / "sparkafka"), "--version"], capture_output=True, text=True, check=True
+    )
+    assert __version__ in version.stdout
+    source, sink = new_topic(partitions=2), new_topic(partitions=2)
+    values = kafka.produce(source, [f"v{i}" for i in range(20)], partitions=2)
+    prefix = f"install-{uuid.uuid4().hex[:8]}"
+    out = run_job(bin_dir, tmp_path, kafka.conf["bootstrap.servers"], source, sink, prefix, "native")
+    assert out["values"] == sorted(values)
+    files = [*out["files"], out["native"]]  # type: ignore[misc]
+    assert all(str(f).startswith(str(venv)) for f in files), files
+    assert REGISTER_FOR_EXACTLY_ONCE in str(out["unregistered"])
+    assert sorted(v.decode() for v in kafka.read_committed(sink) if v is not None) == sorted(values)
+
+
+def test_the_pure_wheel_alone_reads_through_confluent_kafka(
+    tmp_path: Path, wheels: Path, dependencies: Path, kafka: Kafka, new_topic: Callable[..., str]
+) -> None:
+    venv = tmp_path / "venv"
+    bin_dir = fresh_venv(venv, dependencies, wheels, "sparkafka")
+    source = new_topic(partitions=2)
+    values = kafka.produce(source, [f"p{i}" for i in range(10)], partitions=2)
+    out = run_job(bin_dir, tmp_path, kafka.conf["bootstrap.servers"], source, "", "", "auto")
+    assert out["native"] is None
+    assert out["values"] == sorted(values)
+    assert all(str(f).startswith(str(venv)) for f in out["files"]), out["files"]  # type: ignore[attr-defined]

@@ -1,0 +1,85 @@
+"""A failure inside a task or a streaming query ends in sparkafka's sentence; its type is kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkafka import spark_errors
+from sparkafka.spark_errors import last_sentence, with_sentence_last
+
+TASK_FAILURE = (
+    "Job aborted due to stage failure: Task 0 in stage 3.0 failed 4 times, most recent failure: Lost task "
+    "0.3 in stage 3.0 (TID 9) (127.0.0.1 executor driver): org.apache.spark.api.python.PythonException: "
+    "sparkafka.errors.BrokerError: a record of 5000 bytes for topic t-1 is larger than the broker takes "
+    "(its max.message.bytes)\n"
+    "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(Py.scala:1)\n"
+    "\tat org.apache.spark.sql.execution.python.PythonArrowOutput$$anon$1.read(Py.scala:2)\n"
+    "\nDriver stacktrace:"
+)
+
+
+class CapturedLikeError(Exception):
+    """PySpark's captured exceptions print their ``_desc``."""
+
+    def __init__(self, desc: str) -> None:
+        super().__init__()
+        self._desc = desc
+
+    def __str__(self) -> str:
+        return self._desc
+
+
+def test_the_last_sentence_is_found_without_sqlstate() -> None:
+    assert last_sentence(TASK_FAILURE) == (
+        "BrokerError",
+        "a record of 5000 bytes for topic t-1 is larger than the broker takes (its max.message.bytes)",
+    )
+    assert last_sentence("x: sparkafka.errors.ConfigError: bad option SQLSTATE: 38000") == (
+        "ConfigError",
+        "bad option",
+    )
+    assert last_sentence("no sparkafka error here") is None
+
+
+@pytest.mark.parametrize("error", [CapturedLikeError(TASK_FAILURE), RuntimeError(TASK_FAILURE)])
+def test_the_sentence_becomes_the_last_line_and_the_type_stays(error: Exception) -> None:
+    kind = type(error)
+    assert with_sentence_last(error) is error
+    assert type(error) is kind
+    lines = str(error).splitlines()
+    assert lines[-1] == (
+        "sparkafka.errors.BrokerError: a record of 5000 bytes for topic t-1 is larger than the broker takes "
+        "(its max.message.bytes)"
+    )
+    with_sentence_last(error)  # once only
+    assert str(error).count("sparkafka.errors.BrokerError") == 2
+
+
+def test_a_failure_at_start_already_ending_in_the_sentence_stays_two_lines() -> None:
+    text = (
+        "[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source instance: sparkafka.errors."
+        "ConfigError: option deliveryGuarantee='nope' is not allowed; use one of: at_least_once\n"
+        " SQLSTATE: 38000"
+    )
+    assert str(with_sentence_last(RuntimeError(text))) == text
+
+
+def test_other_failures_are_untouched() -> None:
+    error = RuntimeError("Job aborted: java.lang.OutOfMemoryError")
+    assert str(with_sentence_last(error)) == "Job aborted: java.lang.OutOfMemoryError"
+
+
+def test_wrapped_calls_raise_the_same_exception_with_the_sentence_last() -> None:
+    class Query:
+        def awaitTermination(self) -> None:
+            raise CapturedLikeError(TASK_FAILURE)
+
+        def exception(self) -> Exception:
+            return CapturedLikeError(TASK_FAILURE)
+
+    for name in ("awaitTermination", "exception"):
+        setattr(Query, name, spark_errors._surfacing(vars(Query)[name]))
+    with pytest.raises(CapturedLikeError) as raised:
+        Query().awaitTermination()
+    assert str(raised.value).splitlines()[-1].startswith("sparkafka.errors.BrokerError: a record of 5000")
+    assert str(Query().exception()).splitlines()[-1].startswith("sparkafka.errors.BrokerError: a record")
