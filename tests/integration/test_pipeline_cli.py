@@ -82,10 +82,16 @@ def start(pipeline: Path, *args: str, env: dict[str, str], output: int = subproc
     )
 
 
-def run_until(proc: GroupProcess, done: Callable[[], bool], timeout_s: float = 240) -> str:
-    """Wait for ``done``, then Ctrl-C the runner (SIGINT to its process group) and collect its output."""
+def run_until(
+    proc: GroupProcess,
+    done: Callable[[], bool],
+    timeout_s: float = 240,
+    detail: Callable[[], str] | None = None,
+) -> str:
+    """Wait for ``done``, then Ctrl-C the runner (SIGINT to its process group) and collect its output;
+    ``detail`` says what was seen when it times out."""
     with proc:
-        wait_until(done, timeout_s, "the pipeline's output", process=proc, interval_s=0.5)
+        wait_until(done, timeout_s, "the pipeline's output", process=proc, interval_s=0.5, detail=detail)
         out = proc.interrupt(signal.SIGINT, timeout_s=120)
     assert proc.returncode == 0, out
     return out
@@ -484,7 +490,7 @@ def test_metrics_endpoint_counts_what_the_run_did(kafka: Kafka, bootstrap: str, 
     kafka.produce(src, orders(0, 60), partitions=2)
     port = free_port()
     proc = start(pipeline, "--metrics-port", str(port), env={"BOOTSTRAP": bootstrap})
-    q = (("query", "test_pipeline"),)
+    q = (("query", "test-pipeline"),)  # the pipeline's name as written
     group_ok = ("sparkafka_group_commits_total", (("group", group), *q, ("result", "ok")))
     written = sum(valid(0, 60).values())
     scraped: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
@@ -506,7 +512,7 @@ def test_metrics_endpoint_counts_what_the_run_did(kafka: Kafka, bootstrap: str, 
             and scraped.get(group_ok, 0) >= 1
         )
 
-    out = run_until(proc, caught_up)
+    out = run_until(proc, caught_up, detail=lambda: f"last scrape: {scraped}")
     assert "Prometheus metrics on http://127.0.0.1:" in out
     assert kafka.committed_values(dst) == valid(0, 60)  # what the counter says is what the topic has
     assert scraped[("sparkafka_batches_total", q)] >= 1
