@@ -69,8 +69,11 @@ lint: $(STAMP) native
 # Tests run in TEST_WORKERS processes (pytest-xdist), each with its own broker and SparkSession: most of a
 # test's time is waiting (a driver JVM starting, a transaction timing out, a leader election), which the
 # other process fills. Two on the 2 cores CI has, so that a machine busy with other work still keeps up.
+# A worker that dies ends the run (--max-worker-restart=0) with the test it died in named: pytest-xdist 3.8's
+# loadgroup scheduler hands a replacement worker the dead one's finished groups as empty work and then waits
+# for them for good (pytest-xdist issue 1378), which would hang CI until its limit.
 TEST_WORKERS ?= 2
-PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
+PARALLEL = -n $(TEST_WORKERS) --dist loadgroup --max-worker-restart=0
 
 # The documentation site (docs/, mkdocs.yml) into site/, with --strict: a broken link, anchor or page fails.
 # make test builds it too (tests/unit/test_docs.py), with every code block and generated reference checked.

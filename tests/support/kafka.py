@@ -44,15 +44,20 @@ def produce(
 
 
 def group_offsets(conf: dict[str, str], group: str, topic: str, partitions: int) -> Offsets:
-    """The group's committed offsets, read as lag tools do (AdminClient list_consumer_group_offsets)."""
-    from confluent_kafka import ConsumerGroupTopicPartitions
-    from confluent_kafka import TopicPartition as CTopicPartition
-    from confluent_kafka.admin import AdminClient
+    """The group's committed offsets, read by a plain consumer of the group (OffsetFetch; it never joins).
 
-    admin = AdminClient(conf)
-    wanted = [CTopicPartition(topic, p) for p in range(partitions)]
-    future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, wanted)])[group]
-    got = committed_offsets(future.result(30).topic_partitions)
+    Not AdminClient.list_consumer_group_offsets: librdkafka crashes the process when that OffsetFetch is
+    answered NOT_COORDINATOR (a group's first lookup; librdkafka issue 5040), as it was here.
+    """
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    consumer = Consumer({**conf, "group.id": group, "enable.auto.commit": "false"})
+    try:
+        answer = consumer.committed([CTopicPartition(topic, p) for p in range(partitions)], timeout=30)
+    finally:
+        consumer.close()
+    got = committed_offsets(answer)
     return {tp: o for tp, o in got.items() if o is not None}
 
 

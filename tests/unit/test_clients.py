@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import kafka.errors
@@ -396,12 +397,17 @@ class GroupAdmin:
 
     def __init__(self, rounds: list[list[_GroupPartition]]) -> None:
         self.rounds = rounds
+        self.closed = False
 
     def _next(self) -> dict[str, _GroupAnswer]:
         return {"g": _GroupAnswer(self.rounds.pop(0))}
 
-    def list_consumer_group_offsets(self, _request: Any, **_kwargs: Any) -> dict[str, _GroupAnswer]:
-        return self._next()
+    def committed(self, _partitions: Any, timeout: float) -> list[_GroupPartition]:
+        """OffsetFetch as a Consumer of the group answers it (``AdminMetadata`` reads offsets so)."""
+        return self.rounds.pop(0)
+
+    def close(self) -> None:
+        self.closed = True
 
     def alter_consumer_group_offsets(self, _request: Any, **_kwargs: Any) -> dict[str, _GroupAnswer]:
         return self._next()
@@ -411,9 +417,10 @@ def test_group_offsets_answered_without_a_coordinator_are_asked_again() -> None:
     moving = KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
     admin = GroupAdmin([[_GroupPartition(A0, -1001, moving)], [_GroupPartition(A0, 42)]])
     clock = FakeClock()
-    meta = AdminMetadata(CONF, clock=clock, sleep=clock.sleep, admin=admin)
+    meta = AdminMetadata(CONF, clock=clock, sleep=clock.sleep, admin=admin, group_reader=lambda _g: admin)
     assert meta.committed("g", [A0]) == {A0: 42}  # not None ("nothing committed") from the first answer
     assert clock.slept == [0.05]
+    assert admin.closed
 
 
 def test_setting_group_offsets_is_retried_through_a_coordinator_move_but_refusals_are_not() -> None:
@@ -582,3 +589,17 @@ def test_user_topics_named_with_two_underscores_are_read_as_spark_reads_them() -
     assert set(meta.topics()) == {"__orders"}
     assert meta.discover(Subscription(pattern="_"))[0] == {TopicPartition("__orders", 0)}
     assert meta.discover(Subscription(topics=("__orders",)))[0] == {TopicPartition("__orders", 0)}
+
+
+def test_no_module_reads_group_offsets_through_the_admin_client() -> None:
+    """librdkafka's AdminClient ListConsumerGroupOffsets crashes the process (SIGSEGV) when OffsetFetch is
+    answered NOT_COORDINATOR (librdkafka issue 5040): it took a test worker down on a fresh secured broker.
+    ``AdminMetadata._committed`` and the tests' ``group_offsets`` read through a Consumer of the group."""
+    root = Path(__file__).resolve().parents[2]
+    callers = [
+        str(path.relative_to(root))
+        for folder in ("src", "tests/support", "tests/integration", "bench", "scripts")
+        for path in sorted((root / folder).rglob("*.py"))
+        if "list_consumer_group_offsets(" in path.read_text()
+    ]
+    assert callers == []

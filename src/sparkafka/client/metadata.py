@@ -25,6 +25,7 @@ from sparkafka.client.core import (
     error_code,
     is_leaderless,
     is_retriable,
+    new_consumer,
     raise_leaderless,
     with_retries,
 )
@@ -98,6 +99,8 @@ class AdminMetadata:
             the bootstrap servers. Keep it well above ``LEADER_ELECTION_S`` (see ``DEFAULT_TIMEOUT_S``).
         clock, sleep: injectable for tests of the retry policy.
         admin: the AdminClient to use; default the process's cached one for ``conf`` (``admin_client``).
+        group_reader: makes the consumer that reads a group's committed offsets (``committed``), given the
+            group id; default a confluent-kafka Consumer of that group (it never joins it).
     """
 
     def __init__(
@@ -108,9 +111,11 @@ class AdminMetadata:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         admin: Any = None,
+        group_reader: Callable[[str], Any] | None = None,
     ) -> None:
         """Keep the settings and the client; nothing is asked of the broker yet."""
         self._conf = dict(conf)
+        self._group_reader = group_reader or self._new_group_reader
         self._timeout_s = timeout_s
         self._clock = clock
         self._sleep = sleep
@@ -408,24 +413,40 @@ class AdminMetadata:
         }
 
     def _committed(self, group_id: str, tps: Iterable[TopicPartition] | None) -> list[Any]:
-        from confluent_kafka import ConsumerGroupTopicPartitions
+        """OffsetFetch through a Consumer of the group, never the AdminClient's ListConsumerGroupOffsets.
+
+        librdkafka's AdminClient crashes the process (SIGSEGV: ``rd_kafka_handle_OffsetFetch`` asks a
+        consumer group handle the AdminClient does not have to find the coordinator again) when the answer
+        is NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE: a group's first lookup on a new cluster, a
+        coordinator that moves (librdkafka issue 5040, still open in 2.16). A Consumer has that handle, and
+        it never joins the group: nothing but ``committed`` is asked of it. ``tps`` None asks for every
+        partition of every topic and keeps those the group has committed.
+        """
         from confluent_kafka import TopicPartition as CTopicPartition
 
-        wanted = None if tps is None else [CTopicPartition(tp.topic, tp.partition) for tp in tps]
-        if wanted == []:
+        every = tps is None
+        if tps is None:
+            tps = {TopicPartition(t, p) for t, n in self.topics().items() for p in range(n)}
+        wanted = sorted(set(tps))
+        if not wanted:
             return []
+        asked = [CTopicPartition(tp.topic, tp.partition) for tp in wanted]
+        consumer = self._group_reader(group_id)
+        try:
 
-        def attempt(left: float) -> Any:
-            request = [ConsumerGroupTopicPartitions(group_id, wanted)]
-            futures = self._admin.list_consumer_group_offsets(request, request_timeout=left)
-            answer = next(iter(futures.values())).result(left)
-            raise_leaderless(answer.topic_partitions)  # else read as "nothing committed"
-            return answer
+            def attempt(left: float) -> list[Any]:
+                answer = list(consumer.committed(asked, timeout=left))
+                raise_leaderless(answer)  # else read as "nothing committed"
+                return answer
 
-        result = self._retry(
-            f"reading committed offsets of group {group_id!r}", attempt, Access("DESCRIBE", "group", group_id)
-        )
-        return list(result.topic_partitions)
+            access = Access("DESCRIBE", "group", group_id)
+            result = self._retry(f"reading committed offsets of group {group_id!r}", attempt, access)
+        finally:
+            consumer.close()
+        return [p for p in result if p.offset >= 0] if every else result
+
+    def _new_group_reader(self, group_id: str) -> Any:
+        return new_consumer({**self._conf, "group.id": group_id, "enable.auto.commit": "false"})
 
     def topic_config(self, topic: str) -> dict[str, Any]:
         """The topic's configs as DescribeConfigs answers them: name -> confluent-kafka ``ConfigEntry``."""
