@@ -13,6 +13,7 @@ from typing import Any
 
 from sparkafka import register
 from sparkafka.local.spark import local_spark, stop_spark
+from tests.support.drivers import await_query
 
 RECORDS_PER_BATCH = 4
 
@@ -49,13 +50,7 @@ def main(argv: list[str]) -> int:
         if prefix:
             writer = writer.option("transactionalIdPrefix", prefix)
         query = writer.trigger(availableNow=True).start()
-        try:
-            query.awaitTermination()
-        except Exception as e:  # noqa: BLE001 - any query failure is reported to the test as exit 3
-            print(f"QUERY FAILED: {e}", flush=True)
-            return 3
-        print(f"DONE {query.id}", flush=True)
-        return 0
+        return await_query(query, f"DONE {query.id}")
     finally:
         stop_spark(spark)
 

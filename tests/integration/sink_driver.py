@@ -18,6 +18,7 @@ from typing import Any
 
 from sparkafka import register
 from sparkafka.local.spark import local_spark, stop_spark
+from tests.support.drivers import await_query
 
 FILES_PER_BATCH = 2
 
@@ -65,13 +66,7 @@ def main(argv: list[str]) -> int:
         register(spark)
         options = json.loads(os.environ.get("SPARKAFKA_TEST_SINK_OPTIONS", "{}"))
         query = sink_query(spark, bootstrap, topic, input_dir, checkpoint, delivery, prefix, tasks, options)
-        try:
-            query.awaitTermination()
-        except Exception as e:  # noqa: BLE001 - any query failure is reported to the test as exit 3
-            print(f"QUERY FAILED: {e}", flush=True)
-            return 3
-        print("DONE", flush=True)
-        return 0
+        return await_query(query, "DONE")
     finally:
         stop_spark(spark)
 
