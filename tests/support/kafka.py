@@ -49,12 +49,26 @@ def group_offsets(conf: dict[str, str], group: str, topic: str, partitions: int)
     Not AdminClient.list_consumer_group_offsets: librdkafka crashes the process when that OffsetFetch is
     answered NOT_COORDINATOR (a group's first lookup; librdkafka issue 5040), as it was here.
     """
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaError, KafkaException
     from confluent_kafka import TopicPartition as CTopicPartition
 
+    moving = {
+        KafkaError.NOT_COORDINATOR,  # a new broker's group coordinator still loading (seen on a fresh one)
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
     consumer = Consumer({**conf, "group.id": group, "enable.auto.commit": "false"})
+    deadline = time.monotonic() + 30
+    wanted = [CTopicPartition(topic, p) for p in range(partitions)]
     try:
-        answer = consumer.committed([CTopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        while True:
+            try:
+                answer = consumer.committed(wanted, timeout=30)
+                break
+            except KafkaException as e:
+                if e.args[0].code() not in moving or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)  # the coordinator's move: ask again, as any Kafka client does
     finally:
         consumer.close()
     got = committed_offsets(answer)

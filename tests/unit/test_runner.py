@@ -96,6 +96,20 @@ def test_a_stop_request_stops_the_query_between_batches_and_a_failure_is_the_las
     assert printed[-2].startswith("summary: pipeline p: 1 batches")
 
 
+def test_batches_that_ended_after_the_last_poll_are_shown_when_a_stop_comes_first(tmp_path: Path) -> None:
+    """A Ctrl-C within ``poll_s`` of the batches it follows: they ran (their output is committed), so the
+    runner shows them before its summary, not nothing (seen in CI on a loaded machine)."""
+    out = io.StringIO()
+    screen = runner._Screen(out, "p", None)
+    stop = threading.Event()
+    query = FakeQuery([])
+    query.recentProgress = [event(0, 1), event(1, 2)]
+    stop.set()
+    runner._watch(query, config(tmp_path), screen, None, stop=stop, poll_s=0)
+    assert query.stopped
+    assert [line.split(":")[0] for line in out.getvalue().splitlines()] == ["batch 0", "batch 1"]
+
+
 def test_a_line_when_alignment_starts_changes_and_stops_holding_partitions_back(tmp_path: Path) -> None:
     from sparkafka.source.alignment import AlignmentStatus, PartitionEventTime
     from sparkafka.structs import TopicPartition

@@ -253,11 +253,9 @@ def _watch(
     if alignment is None:
         alignment = _alignment_status(cfg)
     shown: AlignmentStatus | None = None
-    while query.isActive and not stop.is_set():
-        try:
-            query.awaitTermination(poll_s)
-        except Exception:  # noqa: BLE001 - the query failed; reported from query.exception()
-            break
+
+    def report_batches() -> None:
+        nonlocal fresh
         fresh = fresh_progress(query.recentProgress, fresh.seen, fresh.exported)
         if exporter is not None:
             exporter.observe_all(fresh.to_export)
@@ -270,6 +268,13 @@ def _watch(
                     screen.last,
                 )
             )
+
+    while query.isActive and not stop.is_set():
+        try:
+            query.awaitTermination(poll_s)
+        except Exception:  # noqa: BLE001 - the query failed; reported from query.exception()
+            break
+        report_batches()
         now = alignment() if alignment is not None else None
         line = alignment_line(shown, now)
         if line is not None:
@@ -279,6 +284,8 @@ def _watch(
     if stop.is_set() and query.isActive:
         screen.status("stopping")
         _stop_between_batches(query)
+    # The batches that ended since the last poll (a Ctrl-C, or an end, within poll_s of them) are shown too.
+    report_batches()
 
 
 class _Screen:
