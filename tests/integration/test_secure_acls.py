@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from sparkafka.client.metadata import AdminMetadata
+from sparkafka.errors import AuthorizationError
 from sparkafka.local.secure_kafka import Acl, SecureKafka
 from sparkafka.sink.intents import intent_topic
 from sparkafka.structs import TopicPartition
@@ -121,3 +122,20 @@ def test_each_missing_acl_is_one_sentence_with_nothing_written_or_committed(
     assert set(written.values()) == {0}, "records reached the output topic"
     # The source commits its starting offsets at its first poll; nothing read is committed past them.
     assert set(secured.group_offsets(scene.group, scene.source, 2).values()) <= {0}
+
+
+def test_a_group_the_user_may_not_read_is_refused_in_one_sentence_by_the_offset_lookup(
+    secure_kafka: SecureKafka, secured: Kafka
+) -> None:
+    """What ``sparkafka offsets show`` and ``lag`` and a group start ask (``AdminMetadata.committed``):
+    FindCoordinator refused by ACL is the refusal's sentence, not a time-out (librdkafka's consumer says it
+    only as an error event, and would wait out its whole timeout)."""
+    scene = Scene(secure_kafka, secured)
+    secure_kafka.grant(
+        scene.user, [acl for what, acl in scene.least_privilege() if what != "commit to the group"]
+    )
+    meta = AdminMetadata(secure_kafka.sasl_settings(scene.user), timeout_s=60)
+    with pytest.raises(AuthorizationError) as refused:
+        meta.committed(scene.group, [TopicPartition(scene.source, 0)])
+    assert f"user {scene.user} may not DESCRIBE group {scene.group}" in str(refused.value)
+    assert secure_kafka.passwords[scene.user] not in str(refused.value)

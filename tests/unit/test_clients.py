@@ -603,3 +603,75 @@ def test_no_module_reads_group_offsets_through_the_admin_client() -> None:
         if "list_consumer_group_offsets(" in path.read_text()
     ]
     assert callers == []
+
+
+class _Event:
+    def __init__(self, code: int) -> None:
+        self._error = KafkaError(code)
+
+    def error(self) -> KafkaError:
+        return self._error
+
+
+class GroupReader:
+    """A Consumer of the group as ``AdminMetadata._committed`` uses it: ``committed`` answers from a script
+    (an offset per partition, or an exception), ``poll`` hands over the error events it was given."""
+
+    def __init__(self, answers: list[dict[TopicPartition, int] | BaseException], events: list[int]) -> None:
+        self.answers, self.events = answers, [_Event(c) for c in events]
+        self.asked: list[list[TopicPartition]] = []
+        self.closed = False
+
+    def committed(self, partitions: list[Any], timeout: float) -> list[_GroupPartition]:
+        self.asked.append([TopicPartition(p.topic, p.partition) for p in partitions])
+        answer = self.answers[0] if len(self.answers) == 1 else self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return [_GroupPartition(tp, answer.get(tp, -1001)) for tp in self.asked[-1]]
+
+    def poll(self, _timeout: float) -> _Event | None:
+        return self.events.pop(0) if self.events else None
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def group_metadata(reader: GroupReader, topics: dict[str, int]) -> tuple[AdminMetadata, FakeClock]:
+    clock = FakeClock()
+    admin = FakeAdmin([], topics)
+    meta = AdminMetadata(
+        CONF, 30, clock=clock, sleep=clock.sleep, admin=admin, group_reader=lambda _g: reader
+    )
+    return meta, clock
+
+
+def test_every_committed_partition_is_asked_in_chunks_and_only_the_committed_ones_are_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sparkafka.client.metadata as metadata_module
+
+    monkeypatch.setattr(metadata_module, "OFFSET_FETCH_CHUNK", 2)
+    reader = GroupReader([{A1: 4, B0: 0}], [])
+    meta, _ = group_metadata(reader, {"a": 2, "b": 1, "__consumer_offsets": 50})
+    assert meta.committed("g") == {A1: 4, B0: 0}  # a-0 has nothing committed: left out; internal never asked
+    assert reader.asked == [[A0, A1], [B0]]
+    assert reader.closed
+
+
+def test_a_group_the_user_may_not_describe_is_one_sentence_at_once_not_a_time_out() -> None:
+    """librdkafka's consumer waits out its whole timeout when FindCoordinator is refused by ACL, and says
+    so only as an error event: that event is the answer."""
+    timed_out = kafka_error(KafkaError._TIMED_OUT)
+    reader = GroupReader([timed_out], [KafkaError.GROUP_AUTHORIZATION_FAILED])
+    meta, clock = group_metadata(reader, {"a": 1})
+    with pytest.raises(AuthorizationError, match=r"may not DESCRIBE group g\b"):
+        meta.committed("g", [A0])
+    assert clock.slept == []  # refused at the first answer
+    assert reader.closed
+
+
+def test_a_coordinator_slow_to_answer_is_asked_again_within_the_time() -> None:
+    reader = GroupReader([kafka_error(KafkaError._TIMED_OUT), {A0: 3}], [])
+    meta, clock = group_metadata(reader, {"a": 1})
+    assert meta.committed("g", [A0]) == {A0: 3}
+    assert clock.slept == [0.05]

@@ -189,6 +189,16 @@ def raise_leaderless(partitions: Iterable[Any]) -> None:
         log.warning("%s-%d: %s (read as no committed offset)", p.topic, p.partition, p.error)
 
 
+def raise_partition_error(partitions: Iterable[Any]) -> None:
+    """Raise the first per-partition error of an answer, whatever it is (``raise_leaderless`` raises only
+    those a retry can cure): for a caller to whom an error read as "nothing committed" would mean a move."""
+    from confluent_kafka import KafkaException
+
+    for p in partitions:
+        if p.error is not None:
+            raise KafkaException(p.error)
+
+
 def broker_error(what: str, conf: Mapping[str, Any], error: object) -> BrokerError:
     """The one wording of a failed broker call; an error with no words of its own (a bare ``TimeoutError``
     from a future) is named by its kind, so the sentence never ends in an empty reason."""

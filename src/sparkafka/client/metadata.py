@@ -75,6 +75,39 @@ _NOT_FOUND = {UNKNOWN_TOPIC_OR_PARTITION, 29}  # 29: TOPIC_AUTHORIZATION_FAILED
 _UNSUPPORTED = {-165, 35}  # librdkafka's _UNSUPPORTED_FEATURE, Kafka's UNSUPPORTED_VERSION
 
 
+OFFSET_FETCH_CHUNK = 2_000
+"""Partitions asked per OffsetFetch of a group's offsets (librdkafka's cost grows with their square)."""
+
+COORDINATOR_WAIT_S = 5.0
+"""How long one OffsetFetch waits for the group's coordinator before the consumer's error events are read:
+librdkafka waits out the whole timeout when FindCoordinator is refused by ACL, and reports that only there."""
+
+_TIMED_OUT = -185  # librdkafka's _TIMED_OUT
+
+
+def _offset_fetch(consumer: Any, tps: list[TopicPartition], left: float) -> list[Any]:
+    """One OffsetFetch of ``tps`` by a Consumer of the group, waiting at most ``COORDINATOR_WAIT_S``.
+
+    A time-out is replaced by the error the consumer reported meanwhile, if any (GROUP_AUTHORIZATION_FAILED
+    from FindCoordinator: then a refusal in one sentence at once, not a time-out after ``timeout_s``), else
+    raised as ``TimeoutError``, which ``with_retries`` asks again within its time.
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    asked = [CTopicPartition(tp.topic, tp.partition) for tp in tps]
+    try:
+        return list(consumer.committed(asked, timeout=min(left, COORDINATOR_WAIT_S)))
+    except KafkaException as e:
+        if error_code(e) != _TIMED_OUT:
+            raise
+        while (event := consumer.poll(0)) is not None:
+            if event.error() is not None:
+                raise KafkaException(event.error()) from e
+        wait = min(left, COORDINATOR_WAIT_S)
+        raise TimeoutError(f"no answer within {wait:g} s from the group's coordinator") from e
+
+
 class TopicInfo(NamedTuple):
     """One topic as DescribeTopics answers it."""
 
@@ -419,34 +452,45 @@ class AdminMetadata:
         consumer group handle the AdminClient does not have to find the coordinator again) when the answer
         is NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE: a group's first lookup on a new cluster, a
         coordinator that moves (librdkafka issue 5040, still open in 2.16). A Consumer has that handle, and
-        it never joins the group: nothing but ``committed`` is asked of it. ``tps`` None asks for every
-        partition of every topic and keeps those the group has committed.
+        it never joins the group: nothing but ``committed`` is asked of it (``_offset_fetch``). ``tps`` None
+        asks for every partition of every topic, ``OFFSET_FETCH_CHUNK`` at a time (librdkafka matches an
+        answer's partitions to the request's one by one), and keeps those the group has committed.
         """
-        from confluent_kafka import TopicPartition as CTopicPartition
-
         every = tps is None
         if tps is None:
             tps = {TopicPartition(t, p) for t, n in self.topics().items() for p in range(n)}
         wanted = sorted(set(tps))
         if not wanted:
             return []
-        asked = [CTopicPartition(tp.topic, tp.partition) for tp in wanted]
-        consumer = self._group_reader(group_id)
+        readers: list[Any] = []
+
+        def attempt(left: float) -> list[Any]:
+            if not readers:  # made here, so that a setting the consumer refuses is worded as any failure
+                readers.append(self._group_reader(group_id))
+            answer: list[Any] = []
+            for start in range(0, len(wanted), OFFSET_FETCH_CHUNK):
+                chunk = wanted[start : start + OFFSET_FETCH_CHUNK]
+                answer += _offset_fetch(readers[0], chunk, left)
+            raise_leaderless(answer)  # else read as "nothing committed"
+            return answer
+
         try:
-
-            def attempt(left: float) -> list[Any]:
-                answer = list(consumer.committed(asked, timeout=left))
-                raise_leaderless(answer)  # else read as "nothing committed"
-                return answer
-
             access = Access("DESCRIBE", "group", group_id)
             result = self._retry(f"reading committed offsets of group {group_id!r}", attempt, access)
         finally:
-            consumer.close()
+            for reader in readers:
+                reader.close()
         return [p for p in result if p.offset >= 0] if every else result
 
     def _new_group_reader(self, group_id: str) -> Any:
-        return new_consumer({**self._conf, "group.id": group_id, "enable.auto.commit": "false"})
+        # read_uncommitted: OffsetFetch without RequireStable, as the AdminClient asked and Flink asks; with
+        # it, an open transaction that sends offsets to this group would hold the lookup until it ends.
+        settings = {
+            "group.id": group_id,
+            "enable.auto.commit": "false",
+            "isolation.level": "read_uncommitted",
+        }
+        return new_consumer({**self._conf, **settings})
 
     def topic_config(self, topic: str) -> dict[str, Any]:
         """The topic's configs as DescribeConfigs answers them: name -> confluent-kafka ``ConfigEntry``."""

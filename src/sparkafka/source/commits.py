@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sparkafka.client.core import new_consumer, with_retries
+from sparkafka.client.core import new_consumer, raise_partition_error, with_retries
 from sparkafka.metrics_files import default_metrics_path, read_json, write_json_atomically
 from sparkafka.source.alignment import AlignmentStatus
 from sparkafka.source.options import CommitMode
@@ -502,12 +502,15 @@ class KafkaCommitClient:
         from confluent_kafka import TopicPartition as CTopicPartition
 
         wanted = [CTopicPartition(tp.topic, tp.partition) for tp in sorted(tps)]
-        result = with_retries(
-            "reading the group's committed offsets",
-            self._conf,
-            lambda left: self._consumer.committed(wanted, timeout=left),
-            self._timeout_s,
-        )
+
+        def attempt(left: float) -> Any:
+            answer = self._consumer.committed(wanted, timeout=left)
+            # A partition answered with an error is a failed read (counted, asked again), never "nothing
+            # committed": that would read as another client deleting the offset and stop this run's commits.
+            raise_partition_error(answer)
+            return answer
+
+        result = with_retries("reading the group's committed offsets", self._conf, attempt, self._timeout_s)
         return committed_offsets(result)
 
     def poll(self, timeout_s: float) -> None:

@@ -342,3 +342,33 @@ def test_a_group_whose_offsets_were_deleted_counts_as_moved() -> None:
     c.completed({A0: 12})
     assert c.stopped_by is not None
     assert client.group == {}
+
+
+def test_a_partition_answered_with_an_error_is_a_failed_read_not_a_deleted_offset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """OffsetFetch may answer one partition with an error (TOPIC_AUTHORIZATION_FAILED after an ACL change):
+    read as "nothing committed", ``_moved_by_another`` would take it for an offset another client deleted
+    and stop this run's commits for good; it is a failed read instead (counted, asked again later)."""
+    from confluent_kafka import KafkaError
+
+    from sparkafka.errors import BrokerError
+    from sparkafka.source import commits
+
+    tp = TopicPartition("t", 0)
+
+    class Answer:
+        topic, partition, offset, metadata = "t", 0, -1001, None
+        error = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)
+
+    class Consumer:
+        def committed(self, _partitions: object, timeout: float) -> list[Answer]:
+            return [Answer()]
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(commits, "new_consumer", lambda _settings: Consumer())
+    client = commits.KafkaCommitClient({"bootstrap.servers": "127.0.0.1:1"}, "g", timeout_s=1)
+    with pytest.raises(BrokerError, match="TOPIC_AUTHORIZATION_FAILED"):
+        client.committed([tp])
