@@ -105,7 +105,7 @@ def _offset_fetch(consumer: Any, tps: list[TopicPartition], left: float) -> list
             if event.error() is not None:
                 raise KafkaException(event.error()) from e
         wait = min(left, COORDINATOR_WAIT_S)
-        raise TimeoutError(f"no answer within {wait:g} s from the group's coordinator") from e
+        raise TimeoutError(f"no answer within {wait:.1f} s from the group's coordinator") from e
 
 
 class TopicInfo(NamedTuple):
