@@ -320,5 +320,8 @@ def test_a_silent_partition_whose_log_ends_below_the_range_is_data_loss(
             return 0, 1
 
     monkeypatch.setattr(fetch.broker_gaps, "latest_is_exact", lambda conf: True)
-    with pytest.raises(DataLossError, match=r"t-0: offset 1 went out of range while reading up to 10"):
+    with pytest.raises(
+        DataLossError, match=r"t-0: offset 1 went out of range while reading up to 10"
+    ) as lost:
         _read(Truncated([Fetched(_rows([0]), 0, False)]), monkeypatch, poll_timeout_ms=0)
+    assert lost.value.condition == "KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE"
