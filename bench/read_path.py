@@ -24,7 +24,7 @@ Ratios are against the median raw rate (goals, issue 29: read_ranges >= 1.0 x ra
 against Spark's connector.
 
 With ``--tls`` every row reads over TLS, logged in with SASL/SCRAM-SHA-512 (``sparkafka broker --secure``'s
-broker, as its super user): the native fetch (librdkafka 2.12 on the system's OpenSSL) against
+broker, as its super user): the native fetch (librdkafka 2.12 on the OpenSSL built into its wheel) against
 confluent-kafka (librdkafka 2.16 on its bundled OpenSSL), and Spark's connector with the Java client's
 settings for the same login.
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# sparkafka's native fetch (native/) is built with Rust's cargo, a C compiler and OpenSSL 3's development files.
+# sparkafka's native fetch (native/) is built with Rust's cargo, a C compiler and make, and Perl (OpenSSL's build,
+# from source: the wheel carries its own OpenSSL).
 # Say clearly how to get each when it is missing.
 set -euo pipefail
 if ! command -v cargo >/dev/null 2>&1; then
@@ -13,10 +14,9 @@ if ! command -v cc >/dev/null 2>&1 || ! command -v make >/dev/null 2>&1; then
   echo "       Debian/Ubuntu: sudo apt-get install -y build-essential" >&2
   exit 1
 fi
-if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --atleast-version=3.0 openssl 2>/dev/null; then
-  echo "error: OpenSSL 3 development files are required to build sparkafka's native fetch with TLS and SASL" >&2
-  echo "       (found: $(pkg-config --modversion openssl 2>/dev/null || echo none))." >&2
-  echo "       Debian/Ubuntu: sudo apt-get install -y libssl-dev pkg-config" >&2
-  echo "       Fedora/RHEL: sudo dnf install -y openssl-devel pkgconf-pkg-config; macOS: brew install openssl@3 pkg-config" >&2
+if ! command -v perl >/dev/null 2>&1 || ! perl -MIPC::Cmd -MFile::Compare -MFile::Copy -MFindBin -e 1 2>/dev/null; then
+  echo "error: Perl with its core modules is required to build OpenSSL (built from source into the native fetch," >&2
+  echo "       so that the wheel needs no system OpenSSL)." >&2
+  echo "       Debian/Ubuntu: sudo apt-get install -y perl; Fedora/RHEL: sudo dnf install -y perl-core" >&2
   exit 1
 fi

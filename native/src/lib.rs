@@ -374,6 +374,15 @@ impl Reader {
             let cv = CString::new(value).map_err(|_| refuse("has a NUL character"))?;
             settings.push((key, ck, cv));
         }
+        // OpenSSL built in (feature vendored-openssl, the wheels' build) looks for CA certificates under its
+        // own build-time directory, which no distribution uses. librdkafka's `probe` takes the first of the
+        // standard system locations that exists (/etc/ssl/certs/ca-certificates.crt, /etc/pki/tls/certs/
+        // ca-bundle.crt, ...), as confluent-kafka's wheels, whose OpenSSL is built in too, do by default.
+        // Only when the user names no CA file; `ssl.ca.pem` set by the user still wins over the probe.
+        if cfg!(feature = "vendored-openssl") && !settings.iter().any(|(k, _, _)| k == "ssl.ca.location") {
+            let probe = |s: &str| CString::new(s).expect("no NUL");
+            settings.insert(0, ("ssl.ca.location".to_string(), probe("ssl.ca.location"), probe("probe")));
+        }
         unsafe {
             let c = rd::rd_kafka_conf_new();
             for (key, ck, cv) in settings {
@@ -578,10 +587,22 @@ fn librdkafka_version() -> String {
     unsafe { CStr::from_ptr(rd::rd_kafka_version_str()).to_string_lossy().into_owned() }
 }
 
+/// Where TLS comes from: "built in" (OpenSSL compiled into the extension, feature vendored-openssl) or
+/// "system" (the system's libssl, linked dynamically).
+#[pyfunction]
+fn openssl_linkage() -> &'static str {
+    if cfg!(feature = "vendored-openssl") {
+        "built in"
+    } else {
+        "system"
+    }
+}
+
 #[pymodule]
 fn sparkafka_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Reader>()?;
     m.add_function(wrap_pyfunction!(librdkafka_version, m)?)?;
+    m.add_function(wrap_pyfunction!(openssl_linkage, m)?)?;
     m.add("KafkaError", m.py().get_type::<KafkaError>())?;
     Ok(())
 }

@@ -20,6 +20,19 @@ def register(spark: object) -> None:
     _register(spark)
 
 
+def data_loss_condition(error: BaseException) -> str | None:
+    """Spark's error class (``KAFKA_DATA_LOSS.<case>``) of a data-loss failure a query or action raised,
+    from sparkafka or from Spark's ``format("kafka")``; None for any other failure.
+
+    Spark's connector gives the class to a JVM cause of the exception PySpark raises, sparkafka to the first
+    words of its sentence (a Python data source passes Spark only text): this reads either
+    (``sparkafka.spark_errors``).
+    """
+    from sparkafka.spark_errors import data_loss_condition as _condition
+
+    return _condition(error)
+
+
 def source_metrics(group_id: str, metrics_file: str | None = None) -> SourceMetrics | None:
     """Group-commit metrics of the streaming source that commits for ``group_id``.
 
@@ -58,6 +71,7 @@ __all__ = [
     "TopicPartition",
     "TransactionError",
     "__version__",
+    "data_loss_condition",
     "register",
     "sink_metrics",
     "source_metrics",

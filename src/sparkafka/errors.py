@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 __all__ = [
@@ -74,7 +75,20 @@ class PartitionsGoneError(BrokerError):
 class DataLossError(SparkafkaError):
     """Records the query has not read may be gone and failOnDataLoss is on: offsets removed by retention,
     a deleted or recreated topic, a log truncated below the query's position, a partition added with its
-    first records gone, a checkpointed partition no longer subscribed (``source.data_loss``)."""
+    first records gone, a checkpointed partition no longer subscribed (``source.data_loss``,
+    ``source.fetch``).
+
+    The message starts with the error class Spark's connector gives the case, in brackets as Spark prints
+    a class: ``[KAFKA_DATA_LOSS.PARTITION_OFFSET_CHANGED] Some data may have been lost: ...``. Raised in a
+    Spark Python worker, only the message reaches the user: the class is there and nowhere else
+    (``sparkafka.spark_errors.data_loss_condition`` reads it).
+    """
+
+    @property
+    def condition(self) -> str | None:
+        """Spark's error class of the case (``KAFKA_DATA_LOSS.<case>``), as the message starts with it."""
+        found = re.match(r"\[(KAFKA_DATA_LOSS\.[A-Z_]+)\] ", str(self))
+        return found.group(1) if found else None
 
 
 class TransactionError(SparkafkaError):

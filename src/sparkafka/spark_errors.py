@@ -10,6 +10,8 @@ makes to run a job get one more line at the end of that exception's message, the
 put in it, as ``sparkafka.errors.<Class>: <sentence>``: the last line of the printed traceback is
 sparkafka's own sentence. The exception keeps its type (``StreamingQueryException``, ...), so handlers that
 catch Spark's exceptions are unchanged; exceptions without a sparkafka sentence are untouched.
+
+``data_loss_condition`` reads Spark's error class of a data-loss failure from either connector's exception.
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["install", "last_sentence", "with_sentence_last"]
+__all__ = ["data_loss_condition", "install", "last_sentence", "with_sentence_last"]
 
 _SENTENCE = re.compile(r"sparkafka\.errors\.(\w+): (.+)")
+_DATA_LOSS = re.compile(r"\[(KAFKA_DATA_LOSS\.[A-Z_]+)\]")
+_CAUSES = 16
+"""How deep ``data_loss_condition`` follows a JVM exception's causes (a query's failure nests 2 to 5)."""
 _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\s*$")
 _MARK = "_sparkafka_sentence"
 _WRAPPING = threading.Lock()
@@ -39,6 +44,35 @@ def last_sentence(text: str) -> tuple[str, str] | None:
         return None
     name, sentence = found[-1]
     return name, _SQLSTATE.sub("", sentence).strip()
+
+
+def data_loss_condition(error: BaseException) -> str | None:
+    """Spark's error class (``KAFKA_DATA_LOSS.<case>``) of a data-loss failure, from either connector.
+
+    Runs in the user's driver process, on what a query or action raised. Spark's ``format("kafka")``
+    gives the class to its own exception, which reaches PySpark as a cause: the exception a user catches
+    is ``StreamingQueryException`` (``getCondition()`` is ``STREAM_FAILED``) or a job's failure, and the class
+    is nowhere in its text (measured: Spark's connector 4.2.0 on PySpark 4.3). A Python data source can pass
+    Spark only text, so sparkafka's sentence starts with the class in brackets. Hence: the first
+    ``KAFKA_DATA_LOSS.*`` condition among the JVM causes of a PySpark exception (classic sessions: PySpark
+    keeps the JVM exception in ``_origin``), else the first class in brackets in the text; None if neither.
+    """
+    origin = getattr(error, "_origin", None)
+    for _ in range(_CAUSES):
+        if origin is None:
+            break
+        try:
+            condition = origin.getCondition()  # py4j: fails on a throwable that is not a SparkThrowable
+        except Exception:  # noqa: BLE001 - no condition there; its cause may have one
+            condition = None
+        if isinstance(condition, str) and condition.startswith("KAFKA_DATA_LOSS."):
+            return condition
+        try:
+            origin = origin.getCause()
+        except Exception:  # noqa: BLE001 - not a JVM throwable after all
+            break
+    found = _DATA_LOSS.search(str(error))
+    return found.group(1) if found else None
 
 
 def with_sentence_last(error: BaseException) -> BaseException:

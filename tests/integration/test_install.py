@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 import uuid
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,6 +36,16 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 OURS = ("sparkafka", "sparkafka_native", "pyspark_sparkafka", "__editable__")
 """What the links to the source venv leave out: our packages, their metadata, the editable finder."""
+MANYLINUX_LIBS = {
+    "libc.so.6",
+    "libm.so.6",
+    "libgcc_s.so.1",
+    "ld-linux-x86-64.so.2",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+}
+"""What every manylinux policy lets an extension take from the system (PEP 600's glibc libraries, libgcc)."""
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +194,28 @@ def test_the_pure_wheel_alone_reads_through_confluent_kafka(
     assert out["native"] is None
     assert out["values"] == sorted(values)
     assert all(str(f).startswith(str(venv)) for f in out["files"]), out["files"]  # type: ignore[attr-defined]
+
+
+def test_the_native_wheel_is_manylinux_with_openssl_inside(wheels: Path, tmp_path: Path) -> None:
+    """The native wheel ``make dist`` ships: tagged ``manylinux_2_N`` for the highest glibc version its
+    extension's symbols need (the lowest tag it honestly meets), and its extension needs no libssl or
+    libcrypto from the system, only the libraries every manylinux policy allows (OpenSSL is built in)."""
+    wheel = next(wheels.glob("sparkafka_native-*.whl"))
+    with zipfile.ZipFile(wheel) as z:
+        info = next(n for n in z.namelist() if n.endswith(".dist-info/WHEEL"))
+        tags = [t.removeprefix("Tag: ") for t in z.read(info).decode().splitlines() if t.startswith("Tag: ")]
+        extension = Path(z.extract(next(n for n in z.namelist() if n.endswith(".so")), tmp_path))
+    tag = re.fullmatch(r"cp311-abi3-manylinux_2_(\d+)_x86_64", tags[0]) if len(tags) == 1 else None
+    assert tag, tags
+    assert wheel.name.endswith(f"-{tag.group(0)}.whl")
+    dynamic = subprocess.run(["readelf", "-d", str(extension)], capture_output=True, text=True, check=True)
+    needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dynamic.stdout))
+    assert needed, dynamic.stdout
+    assert needed <= MANYLINUX_LIBS, needed - MANYLINUX_LIBS
+    symbols = subprocess.run(
+        ["readelf", "--dyn-syms", "-W", str(extension)], capture_output=True, text=True, check=True
+    )
+    glibc = max(int(minor) for minor in re.findall(r"@GLIBC_2\.(\d+)", symbols.stdout))
+    assert int(tag.group(1)) == glibc
+    ldd = subprocess.run(["ldd", str(extension)], capture_output=True, text=True, check=True).stdout
+    assert not re.search(r"libssl|libcrypto", ldd), ldd

@@ -5,13 +5,18 @@ where Spark reads, sparkafka reads the same rows.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 
-from tests.integration.test_data_loss import stream_once
+from sparkafka import data_loss_condition
+from sparkafka.spark_errors import last_sentence
+from sparkafka.structs import TopicPartition
+from tests.integration.test_data_loss import delete_before, stream_once
 from tests.integration.test_vs_spark import _records, both, rows
 from tests.support.kafka import Kafka
 
@@ -157,3 +162,96 @@ def test_the_workers_are_told_spark_network_timeout_for_the_poll_timeout_default
 
     conf = spark.sparkContext.getConf().get("spark.network.timeout", "120s")
     assert spark.sparkContext.environment[NETWORK_TIMEOUT_ENV] == conf
+
+
+def _stream_failure(spark: Any, fmt: str, bootstrap: str, checkpoint: Path, **options: Any) -> Any:
+    """Run a ``fmt`` stream into Spark's noop sink from ``checkpoint`` to the end of what is there
+    (availableNow): what ``awaitTermination`` raised, or None."""
+    reader = spark.readStream.format(fmt).option("kafka.bootstrap.servers", bootstrap)
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    query = (
+        reader.load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(180), "query did not finish"
+    except Exception as e:  # noqa: BLE001 - the query's failure is the result under test
+        return e
+    finally:
+        query.stop()
+    return None
+
+
+def _jvm_conditions(error: Any) -> Iterator[str]:
+    """The conditions (error classes) of ``error``'s JVM exception and its causes, as code written for
+    Spark's connector reaches them from PySpark (through the JVM exception PySpark keeps)."""
+    from py4j.protocol import Py4JError
+
+    origin = error._origin
+    while origin is not None:
+        condition = None
+        with contextlib.suppress(Py4JError):  # not a SparkThrowable
+            condition = str(origin.getCondition())
+        if condition is not None:
+            yield condition
+        origin = origin.getCause()
+
+
+def test_data_loss_names_sparks_error_class_where_a_python_source_can(
+    spark: Any, kafka: Kafka, bootstrap: str, tmp_path: Path
+) -> None:
+    """What a user's ``except`` sees from each connector for the same data loss, found by the driver (a
+    start past the log's end: PARTITION_OFFSET_CHANGED) and by a task (records removed by retention between
+    two runs: COULD_NOT_READ_OFFSET_RANGE).
+
+    The same for both: ``StreamingQueryException``, whose ``getCondition()`` is ``STREAM_FAILED`` and
+    ``getSqlState()`` ``XXKST``, and the words "Some data may have been lost". The class differs in where it
+    is: Spark's is the condition of a JVM cause (SQLSTATE 22000) and nowhere in the text; a Python data
+    source can pass Spark only text (wrapped as ``PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR`` on the
+    driver, a ``PythonException`` in a task), so sparkafka's sentence starts with the class in brackets.
+    ``sparkafka.data_loss_condition`` reads it from either.
+    """
+    from pyspark.errors import StreamingQueryException
+
+    past = kafka.topic(partitions=1)
+    kafka.produce(past, [f"v{i}" for i in range(10)])
+    retained = kafka.topic(partitions=1)
+    kafka.produce(retained, [f"v{i}" for i in range(10)])
+    for fmt in ("kafka", "sparkafka"):
+        ck = tmp_path / f"{fmt}-retained"
+        assert (
+            _stream_failure(spark, fmt, bootstrap, ck, subscribe=retained, startingOffsets="earliest") is None
+        )
+    kafka.produce(retained, [f"w{i}" for i in range(10)])
+    delete_before(kafka, TopicPartition(retained, 0), 15)  # the next batch is [10, 20): 10..14 are gone
+
+    cases = [
+        (
+            "PARTITION_OFFSET_CHANGED",
+            "changed",
+            {"subscribe": past, "startingOffsets": f'{{"{past}": {{"0": 50}}}}'},
+        ),
+        ("COULD_NOT_READ_OFFSET_RANGE", "retained", {"subscribe": retained}),
+    ]
+    for condition, name, options in cases:
+        failed = {
+            fmt: _stream_failure(spark, fmt, bootstrap, tmp_path / f"{fmt}-{name}", **options)
+            for fmt in ("kafka", "sparkafka")
+        }
+        for fmt, error in failed.items():
+            assert isinstance(error, StreamingQueryException), (fmt, error)
+            assert (error.getCondition(), error.getSqlState()) == ("STREAM_FAILED", "XXKST"), fmt
+            assert "Some data may have been lost" in str(error), (fmt, str(error)[-2000:])
+            assert data_loss_condition(error) == f"KAFKA_DATA_LOSS.{condition}", (fmt, str(error)[-2000:])
+        theirs, ours = failed["kafka"], failed["sparkafka"]
+        assert "KAFKA_DATA_LOSS" not in str(theirs)
+        assert f"KAFKA_DATA_LOSS.{condition}" in list(_jvm_conditions(theirs))
+        found = last_sentence(str(ours))  # what register() makes the exception's last line
+        assert found is not None
+        assert found[0] == "DataLossError"
+        assert found[1].startswith(f"[KAFKA_DATA_LOSS.{condition}] Some data may have been lost")
+        assert not any(c.startswith("KAFKA_DATA_LOSS") for c in _jvm_conditions(ours))

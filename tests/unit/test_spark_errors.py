@@ -83,3 +83,44 @@ def test_wrapped_calls_raise_the_same_exception_with_the_sentence_last() -> None
         Query().awaitTermination()
     assert str(raised.value).splitlines()[-1].startswith("sparkafka.errors.BrokerError: a record of 5000")
     assert str(Query().exception()).splitlines()[-1].startswith("sparkafka.errors.BrokerError: a record")
+
+
+class FakeThrowable:
+    """A JVM throwable as py4j shows it: ``getCondition`` on a SparkThrowable only, ``getCause``."""
+
+    def __init__(self, condition: str | None, cause: FakeThrowable | None = None) -> None:
+        self._condition = condition
+        self._cause = cause
+
+    def getCondition(self) -> str:
+        if self._condition is None:
+            raise AttributeError("not a SparkThrowable")  # py4j: no such method
+        return self._condition
+
+    def getCause(self) -> FakeThrowable | None:
+        return self._cause
+
+
+def test_the_data_loss_class_is_read_from_sparks_jvm_cause_or_from_sparkafkas_sentence() -> None:
+    """Spark's connector: the class is the condition of a JVM cause and nowhere in the text (its message
+    starts "Some data may have been lost"); sparkafka's: the sentence starts with it in brackets."""
+    theirs = CapturedLikeError("[STREAM_FAILED] Query [id = 1] terminated with exception: Some data may have")
+    theirs._origin = FakeThrowable(  # type: ignore[attr-defined]
+        "STREAM_FAILED",
+        FakeThrowable(None, FakeThrowable("KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE")),
+    )
+    assert spark_errors.data_loss_condition(theirs) == "KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE"
+    ours = CapturedLikeError(
+        "[STREAM_FAILED] ... [PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data "
+        "source perform latestOffset: sparkafka.errors.DataLossError: "
+        "[KAFKA_DATA_LOSS.PARTITION_OFFSET_CHANGED] Some data may have been lost: partition t-0's offset was "
+        "changed from 50 to 10: ..."
+    )
+    ours._origin = FakeThrowable("STREAM_FAILED", FakeThrowable("PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR"))  # type: ignore[attr-defined]
+    assert spark_errors.data_loss_condition(ours) == "KAFKA_DATA_LOSS.PARTITION_OFFSET_CHANGED"
+    assert spark_errors.data_loss_condition(RuntimeError(TASK_FAILURE)) is None
+    cyclic = FakeThrowable("STREAM_FAILED")
+    cyclic._cause = cyclic
+    failure = CapturedLikeError("no class")
+    failure._origin = cyclic  # type: ignore[attr-defined]
+    assert spark_errors.data_loss_condition(failure) is None

@@ -5,26 +5,36 @@ batch's end goes to the checkpoint's offset log. A query that fails has written 
 meets the same check; with ``failOnDataLoss=false`` the end records where each partition goes on from, so
 each loss is reported once.
 
-The rules, from Spark's connector (``KafkaOffsetReaderAdmin.getOffsetRangesFromResolvedOffsets``, which
-``KafkaMicroBatchStream.planInputPartitions`` runs), and where a partition goes on from when they are
-allowed to pass (``Loss.kind``):
+The rules, from Spark's connector (``KafkaOffsetReaderBase.getOffsetRangesFromResolvedOffsets``, which
+``KafkaMicroBatchStream.planInputPartitions`` runs), in the order Spark checks them, with where a partition
+goes on from when they are allowed to pass (``Loss.kind``):
 
 =============  ===========================================================  ==========================
 kind           the case (Spark's words)                                      failOnDataLoss=false
 =============  ===========================================================  ==========================
-deleted        a checkpointed partition whose topic no longer exists but is  dropped
-               still subscribed ("X are gone")
-unsubscribed   a checkpointed partition the subscription no longer names     dropped
-               ("X are gone")
-changed        the log ends below the query's position: truncated by an      the log's end
-               unclean leader election, a start past the end, a topic
-               recreated ("Partition X's offset was changed from A to B")
+vanished       a partition new to the query (or of a recreated topic) whose  dropped
+               topic is deleted before its log start is found ("Cannot
+               find initial offsets for partitions X")
 added          a partition new to the query whose log does not start at 0    its log start
                ("Added partition X starts from O instead of 0")
+deleted        a checkpointed partition whose topic no longer exists but is  dropped
+               still subscribed ("Partitions X have been deleted")
+unsubscribed   a checkpointed partition the subscription no longer names     dropped
+               ("Partitions X have been deleted")
+changed        the log ends below the query's position: truncated by an      the log's end
+               unclean leader election, a start past the end, a topic
+               recreated ("Partition X offset was changed from A to B")
 recreated      beyond Spark: the topic's id is not the one checkpointed with  the new topic's log start
                the offsets (deleted and created again), wherever the new log
                ends
 =============  ===========================================================  ==========================
+
+Spark's connector fails with an exception whose condition (its error class) names the case:
+``KAFKA_DATA_LOSS.<SPARK_CONDITION[kind]>``, and ``PARTITIONS_DELETED_AND_GROUP_ID_CONFIG_PRESENT`` for a gone
+partition when ``kafka.group.id`` is set. A Python data source cannot give Spark an error class: its failure
+crosses to the JVM as text and Spark wraps it as ``PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR``. So the class
+is the first words of the sentence, ``[KAFKA_DATA_LOSS.PARTITION_OFFSET_CHANGED] Some data may have been lost:
+...``, that of the first loss in Spark's order (the one Spark would have raised; the sentence names them all).
 
 Offsets alone cannot tell a recreated topic whose new log has passed the query's position: Spark reads on
 from there and silently skips the new log's first records. Kafka (2.8 and later) gives every topic an id;
@@ -64,7 +74,21 @@ __all__ = ["Loss", "Membership", "Positions", "find_losses", "next_positions", "
 
 log = logging.getLogger(__name__)
 
-LossKind = Literal["deleted", "unsubscribed", "changed", "added", "recreated"]
+LossKind = Literal["vanished", "added", "deleted", "unsubscribed", "changed", "recreated"]
+
+SPARK_CONDITION: dict[LossKind, str] = {
+    "vanished": "KAFKA_DATA_LOSS.INITIAL_OFFSET_NOT_FOUND_FOR_PARTITIONS",
+    "added": "KAFKA_DATA_LOSS.ADDED_PARTITION_DOES_NOT_START_FROM_OFFSET_ZERO",
+    "deleted": "KAFKA_DATA_LOSS.PARTITIONS_DELETED",
+    "unsubscribed": "KAFKA_DATA_LOSS.PARTITIONS_DELETED",
+    "changed": "KAFKA_DATA_LOSS.PARTITION_OFFSET_CHANGED",
+    "recreated": "KAFKA_DATA_LOSS.PARTITION_OFFSET_CHANGED",
+}
+"""Spark's error class for each kind (``KafkaExceptions`` in Spark's connector; Spark has no ``recreated``: it
+sees a recreated topic, when it sees one, as an offset changed, whose text names that cause)."""
+
+GROUP_ID_CONDITION = "KAFKA_DATA_LOSS.PARTITIONS_DELETED_AND_GROUP_ID_CONFIG_PRESENT"
+"""Spark's class for a gone partition (``deleted``, ``unsubscribed``) when ``kafka.group.id`` is set."""
 
 
 class Membership(NamedTuple):
@@ -93,8 +117,17 @@ class Loss:
     ids: tuple[str, str] | None = None
     """The checkpointed and the current topic id, where both are known (``recreated``: they differ)."""
 
+    def condition(self, group_id_set: bool = False) -> str:
+        """Spark's error class for this loss (``SPARK_CONDITION``; ``GROUP_ID_CONDITION`` for a gone
+        partition of a query that sets ``kafka.group.id``)."""
+        if group_id_set and self.kind in ("deleted", "unsubscribed"):
+            return GROUP_ID_CONDITION
+        return SPARK_CONDITION[self.kind]
+
     def describe(self, subscription: Subscription) -> str:
         """What happened, as a clause for the error or the warning."""
+        if self.kind == "vanished":
+            return f"partition {self.tp} was deleted before its first offset could be found"
         if self.kind == "deleted":
             return (
                 f"partition {self.tp} (next offset {self.at}) no longer exists but is still subscribed "
@@ -121,12 +154,14 @@ class Loss:
 
     def skipped(self) -> str:
         """For the warning: where the query goes on from and how many offsets that skips."""
-        if self.kind == "deleted":
-            return (
-                f"dropping it: how many of its records from offset {self.at} on were not read cannot be known"
-            )
-        if self.kind == "unsubscribed":
-            return f"dropping it: its records from offset {self.at} on are not read"
+        dropped = {
+            "vanished": "dropping it: it is read if it appears again",
+            "deleted": f"dropping it: how many of its records from offset {self.at} on were not read "
+            "cannot be known",
+            "unsubscribed": f"dropping it: its records from offset {self.at} on are not read",
+        }
+        if self.kind in dropped:
+            return dropped[self.kind]
         if self.kind == "changed" and self.ids is not None:
             return (
                 f"going on from offset {self.to}: the topic's id is unchanged (its log was truncated), so no "
@@ -179,16 +214,25 @@ def find_losses(
     ids: tuple[Mapping[str, str], Mapping[str, str]],
     subscription: Subscription,
 ) -> list[Loss]:
-    """Spark's data-loss cases and sparkafka's ``recreated`` (the table in the module docstring), sorted.
+    """Spark's data-loss cases and sparkafka's ``recreated`` (the table in the module docstring), in Spark's
+    order, each kind sorted by partition.
 
     Args:
         members: the batch's start against what exists now (``sort``).
         latest: the end of every ``kept`` partition.
-        earliest: the log start of every entering partition (``recreated`` and ``new``).
+        earliest: the log start of every entering partition (``recreated`` and ``new``) that still exists;
+            one missing from it was deleted before its log start was found (``vanished``).
         ids: the checkpointed topic ids and the current ones.
         subscription: to tell a deleted topic from one no longer subscribed.
     """
-    out = [
+    entering = dict.fromkeys(members.new) | dict(members.recreated)
+    out = [Loss(tp, "vanished", at, None) for tp, at in sorted(entering.items()) if tp not in earliest]
+    out += [
+        Loss(tp, "added", None, earliest[tp])
+        for tp in sorted(members.new)
+        if tp in earliest and earliest[tp] != 0
+    ]
+    out += [
         Loss(tp, "deleted" if _subscribed(subscription, tp) else "unsubscribed", at, None)
         for tp, at in sorted(members.gone.items())
     ]
@@ -197,10 +241,10 @@ def find_losses(
         for tp, at in sorted(members.kept.items())
         if latest[tp] < at
     ]
-    out += [Loss(tp, "added", None, earliest[tp]) for tp in sorted(members.new) if earliest[tp] != 0]
     out += [
         Loss(tp, "recreated", at, earliest[tp], _both(ids, tp.topic))
         for tp, at in sorted(members.recreated.items())
+        if tp in earliest
     ]
     return out
 
@@ -210,16 +254,23 @@ def _both(ids: tuple[Mapping[str, str], Mapping[str, str]], topic: str) -> tuple
     return (before, now) if before and now else None
 
 
-def report(losses: list[Loss], subscription: Subscription, fail_on_data_loss: bool) -> None:
+def report(
+    losses: list[Loss], subscription: Subscription, fail_on_data_loss: bool, group_id_set: bool = False
+) -> None:
     """Raise for ``losses`` in one sentence naming each, or (failOnDataLoss=false) warn about each.
+
+    The sentence starts with Spark's error class of the first loss (``losses`` are in Spark's order), in
+    brackets as Spark prints a class, and goes on with the words Spark's message starts with.
 
     Raises:
         DataLossError: there are losses and ``fail_on_data_loss``.
     """
     if losses and fail_on_data_loss:
+        condition = losses[0].condition(group_id_set)
         clauses = "; ".join(loss.describe(subscription) for loss in losses)
         raise DataLossError(
-            f"Some data may have been missed: {clauses}; set failOnDataLoss=false to go on with a warning"
+            f"[{condition}] Some data may have been lost: {clauses}; "
+            "set failOnDataLoss=false to go on with a warning"
         )
     for loss in losses:
         log.warning("%s; %s (failOnDataLoss=false)", loss.describe(subscription), loss.skipped())
@@ -247,6 +298,7 @@ def next_positions(
     *,
     subscription: Subscription,
     fail_on_data_loss: bool,
+    group_id_set: bool = False,
     confirm_gone: Callable[[set[str]], None] = lambda topics: None,
 ) -> Positions:
     """Apply the data-loss rules to a batch that starts at ``start`` (its topics' ids: ``start_ids``).
@@ -259,6 +311,8 @@ def next_positions(
     deleted: a topic the user may no longer DESCRIBE (an ACL revoked, even for a moment) is missing from
     every listing too, and taking it for deleted would drop its position and, once the ACL is back, read it
     again from earliest. It raises ``AuthorizationError`` for such a topic (``SourceMetadata.require``).
+    It is asked too about the topics of entering partitions that vanished before their log start was found.
+    ``group_id_set``: the query sets ``kafka.group.id`` (Spark's class of a gone partition differs then).
 
     Raises:
         DataLossError: any loss (module docstring) and ``fail_on_data_loss``.
@@ -278,10 +332,27 @@ def next_positions(
     if vanished:
         confirm_gone(vanished)
     entering = members.new | set(members.recreated)
-    earliest = metadata.earliest(entering) if entering else {}
+    earliest = _earliest_present(metadata, entering)
+    if entering - set(earliest):
+        confirm_gone({tp.topic for tp in entering - set(earliest)})
     losses = find_losses(members, latest, earliest, (start_ids, found.topic_ids), subscription)
-    report(losses, subscription, fail_on_data_loss)
-    moved = {tp: earliest[tp] for tp in entering}
+    report(losses, subscription, fail_on_data_loss, group_id_set)
+    moved = dict(earliest)
     moved.update({loss.tp: loss.to for loss in losses if loss.kind == "changed" and loss.to is not None})
     kept = {tp: o for tp, o in members.kept.items() if tp not in moved}
     return Positions(kept, {tp: latest[tp] for tp in kept}, moved, {**start_ids, **found.topic_ids})
+
+
+def _earliest_present(metadata: KafkaMetadata, tps: set[TopicPartition]) -> Offsets:
+    """The log start of each of ``tps`` whose topic still exists: one deleted since discovery found it is
+    left out (Spark's "Cannot find initial offsets"), so it is reported, not a failure of the lookup."""
+    todo = set(tps)
+    while todo:
+        try:
+            return metadata.earliest(todo)
+        except PartitionsGoneError as e:
+            if not todo & e.partitions:
+                raise
+            log.warning("%s: left out of the batch", e)
+            todo -= e.partitions
+    return {}

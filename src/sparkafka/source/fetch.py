@@ -389,7 +389,10 @@ def _bind(reader: Fetcher, r: OffsetRange, fail_on_data_loss: bool, conf: Mappin
         return OffsetRange(r.tp, start, end)
     lost = f"{r.tp}: offsets {start}..{min(low, end) - 1} were removed (log starts at {low})"
     if fail_on_data_loss:
-        raise DataLossError(f"{lost}; set failOnDataLoss=false to skip ahead with a warning")
+        raise DataLossError(
+            f"[KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE] Some data may have been lost from {lost}; "
+            "set failOnDataLoss=false to skip ahead with a warning"
+        )
     log.warning("%s; skipping ahead: %d offsets skipped (failOnDataLoss=false)", lost, min(low, end) - start)
     return OffsetRange(r.tp, int(min(low, end)), end)
 
@@ -422,7 +425,8 @@ def _skip_out_of_range(
     )
     if fail_on_data_loss:
         raise DataLossError(
-            f"{what}; set failOnDataLoss=false to skip to the earliest offset left with a warning"
+            f"[KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE] Some data may have been lost from {what}; "
+            "set failOnDataLoss=false to skip to the earliest offset left with a warning"
         )
     resume = resume_after_out_of_range(at, r.end, low, high)
     log.warning("%s; going on from %d: %d offsets skipped (failOnDataLoss=false)", what, resume, resume - at)

@@ -6,8 +6,9 @@ column buffers, handed over as one ``bytes`` per column, that become Arrow array
 copy: no ``Message`` object, no ``bytes`` per key and value. Everything else (when a range is done,
 stalls, events, retries) stays in ``read_ranges``, shared with ``fetchers.PythonFetcher``.
 
-It is built with TLS against the system's OpenSSL, so SASL PLAIN and SCRAM, mutual TLS and every
-``kafka.ssl.*`` setting reach it as they reach confluent-kafka (the same librdkafka names; nothing to map).
+It is built with TLS (OpenSSL built into the wheel), so SASL PLAIN and SCRAM, mutual TLS and every
+``kafka.ssl.*`` setting reach it as they reach confluent-kafka (the same librdkafka names; nothing to map;
+without ``ssl.ca.location`` it probes the system's standard CA locations, as confluent-kafka's wheels do).
 A read whose settings it cannot take (``sasl.mechanism=GSSAPI``, which needs Cyrus SASL; a setting unknown
 to its librdkafka) uses ``PythonFetcher`` under option ``fetcher=auto``, and fails with ``fetcher=native``.
 """

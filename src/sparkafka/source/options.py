@@ -209,7 +209,10 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
         "bound when the task starts, as Spark does. Beyond Spark: each topic's id is kept beside the "
         "offsets (`@topicIds` in the progress's offsets), so a recreated topic is data loss even once its "
         "new log has passed the query's position, and with `false` it is read from its first record "
-        "(Spark goes on from the old position).",
+        "(Spark goes on from the old position). A failure's sentence starts with Spark's error class for "
+        "the case (`[KAFKA_DATA_LOSS.PARTITION_OFFSET_CHANGED] Some data may have been lost: ...`): a "
+        "Python data source passes Spark only text, so it is in no exception's `getCondition()`, where "
+        "Spark's connector puts it on a JVM cause; `sparkafka.data_loss_condition(e)` reads either.",
     ),
     Option(
         "includeHeaders",

@@ -313,6 +313,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             lambda: discovered(force=True),
             subscription=self._options.subscription,
             fail_on_data_loss=self._options.fail_on_data_loss,
+            group_id_set=self._options.group_id is not None,
             confirm_gone=metadata.confirm_gone,
         )
         if self._target is not None:

@@ -157,6 +157,96 @@ def test_a_checkpointed_partition_no_longer_subscribed_is_data_loss() -> None:
     assert latest(stream(cluster, fail=False), start) == {"t": {"0": 10}, IDS: {"t": OLD_ID}}
 
 
+class VanishingCluster(Cluster):
+    """Partition t-1 was found by discovery, then its topic deleted before its log start was asked."""
+
+    def earliest(self, tps: Iterable[TopicPartition]) -> Offsets:
+        tps = set(tps)
+        if T1 in tps:
+            raise PartitionsGoneError({T1}, "t-1 no longer exist (topic deleted)")
+        return super().earliest(tps)
+
+
+DATA_LOSS = "KAFKA_DATA_LOSS."
+CHANGED = {"t": {"0": 1000}, IDS: {"t": OLD_ID}}
+
+
+@pytest.mark.parametrize(
+    ("cluster", "start", "options", "condition"),
+    [
+        (Cluster({T0: (0, 300)}, {"t": OLD_ID}), CHANGED, {}, "PARTITION_OFFSET_CHANGED"),
+        (Cluster({T0: (0, 1300)}, {"t": NEW_ID}), CHANGED, {}, "PARTITION_OFFSET_CHANGED"),  # recreated
+        (
+            Cluster({T0: (0, 10), T1: (7, 20)}, {"t": OLD_ID}),
+            {"t": {"0": 10}},
+            {},
+            "ADDED_PARTITION_DOES_NOT_START_FROM_OFFSET_ZERO",
+        ),
+        (
+            VanishingCluster({T0: (0, 10), T1: (0, 20)}, {"t": OLD_ID}),
+            {"t": {"0": 10}},
+            {},
+            "INITIAL_OFFSET_NOT_FOUND_FOR_PARTITIONS",
+        ),
+        (Cluster({T0: (0, 10)}, {"t": OLD_ID}), {"t": {"0": 10, "1": 4}}, {}, "PARTITIONS_DELETED"),
+        (
+            Cluster({T0: (0, 10), U0: (0, 4)}, {"t": OLD_ID}),
+            {"t": {"0": 10}, "u": {"0": 3}},
+            {},
+            "PARTITIONS_DELETED",
+        ),
+        (
+            Cluster({T0: (0, 10), U0: (0, 4)}, {"t": OLD_ID}),
+            {"t": {"0": 10}, "u": {"0": 3}},
+            {"kafka.group.id": "etl", "offsetCommitMode": "disabled"},
+            "PARTITIONS_DELETED_AND_GROUP_ID_CONFIG_PRESENT",
+        ),
+        # several at once: the one Spark checks first (added, then gone, then changed)
+        (
+            Cluster({T0: (0, 300), T1: (7, 20)}, {"t": OLD_ID}),
+            {"t": {"0": 1000, "2": 5}},
+            {},
+            "ADDED_PARTITION_DOES_NOT_START_FROM_OFFSET_ZERO",
+        ),
+        (Cluster({T0: (0, 300)}, {"t": OLD_ID}), {"t": {"0": 1000, "2": 5}}, {}, "PARTITIONS_DELETED"),
+    ],
+    ids=[
+        "changed",
+        "recreated",
+        "added",
+        "vanished",
+        "deleted",
+        "unsubscribed",
+        "unsubscribed with group id",
+        "added first",
+        "deleted before changed",
+    ],
+)
+def test_each_data_loss_names_sparks_error_class_first(
+    cluster: Cluster, start: dict[str, Any], options: dict[str, str], condition: str
+) -> None:
+    """The class Spark's connector gives each case (``KafkaExceptions``), in brackets where the sentence
+    starts, as Spark prints a class: the one part of the class a Python data source can pass to Spark."""
+    with pytest.raises(DataLossError) as lost:
+        latest(stream(cluster, **options), start)
+    assert lost.value.condition == DATA_LOSS + condition
+    assert str(lost.value).startswith(f"[{DATA_LOSS}{condition}] Some data may have been lost: ")
+    assert str(lost.value).endswith("; set failOnDataLoss=false to go on with a warning")
+    assert "\n" not in str(lost.value)
+
+
+def test_a_new_partition_deleted_before_its_start_is_found_is_dropped_when_allowed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Spark's "Cannot find initial offsets": the lookup of its log start does not fail the batch; with
+    failOnDataLoss=false the partition is left out, and read once it appears again."""
+    cluster = VanishingCluster({T0: (0, 10), T1: (0, 20)}, {"t": OLD_ID})
+    with caplog.at_level(logging.WARNING):
+        end = latest(stream(cluster, fail=False), {"t": {"0": 4}, IDS: {"t": OLD_ID}})
+    assert end == {"t": {"0": 10}, IDS: {"t": OLD_ID}}
+    assert "t-1 was deleted before its first offset could be found; dropping it" in caplog.text
+
+
 # The pure parts: sort and find_losses as a decision table, next_positions with a cluster that changes.
 
 SUB = Subscription(topics=("t",))

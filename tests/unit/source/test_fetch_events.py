@@ -80,8 +80,11 @@ def test_the_log_start_lookup_rides_through_a_leader_election() -> None:
     assert _bind(consumer, r, True, {"bootstrap.servers": "b:9092"}) == r
     assert len(consumer.calls) == 3
     assert all(t <= LEADER_ELECTION_S for t in consumer.calls)  # a dead leader cannot use the whole timeout
-    with pytest.raises(DataLossError, match=r"t-0: offsets 1\.\.2 were removed .*failOnDataLoss=false"):
+    with pytest.raises(
+        DataLossError, match=r"t-0: offsets 1\.\.2 were removed .*failOnDataLoss=false"
+    ) as lost:
         _bind(LeaderlessThenFine([]), OffsetRange(T0, 1, 9), True, {})
+    assert lost.value.condition == "KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE"  # as Spark's executor says
     assert _bind(LeaderlessThenFine([]), OffsetRange(T0, 1, 9), False, {}) == OffsetRange(T0, 3, 9)
     with pytest.raises(AuthorizationError, match=r"^user ANONYMOUS may not DESCRIBE topic t "):
         _bind(

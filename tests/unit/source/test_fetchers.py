@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -48,6 +50,33 @@ def test_the_native_fetch_takes_tls_and_scram_and_refuses_gssapi_never_naming_th
         NativeFetcher({**KERBEROS, "group.id": "g"})
     assert "GSSAPI" in str(caught.value)
     assert "canary" not in str(caught.value)
+
+
+def test_the_native_fetch_has_openssl_built_in_and_finds_the_systems_ca_certificates() -> None:
+    """OpenSSL built into the wheel looks for CA certificates where no distribution keeps them: the reader
+    asks librdkafka to probe the standard locations (as confluent-kafka's wheels do) unless
+    ``ssl.ca.location`` is given. (The TLS reads with a given CA: tests/integration/test_secure_paths.py.)"""
+    import sparkafka_native
+
+    assert sparkafka_native.openssl_linkage() == "built in"  # make native: feature vendored-openssl
+    tls = {
+        "bootstrap.servers": "127.0.0.1:1",
+        "group.id": "g",
+        "security.protocol": "ssl",
+        "debug": "security",
+    }
+    reader = sparkafka_native.Reader(tls)  # the TLS context is made here, before any connection
+    lines = [text for _level, _fac, text in reader.logs()[0]]
+    reader.close()
+    setting = re.compile(r'Setting default CA certificate location for kafka to "(.+)"')
+    probed = [m.group(1) for t in lines if (m := setting.search(t))]
+    assert probed, lines
+    assert Path(probed[0]).exists()
+    reader = sparkafka_native.Reader({**tls, "ssl.ca.location": probed[0]})
+    lines = [text for _level, _fac, text in reader.logs()[0]]
+    reader.close()
+    assert not any("Setting default CA" in t for t in lines)
+    assert any(f"Loading CA certificate(s) from file {probed[0]}" in t for t in lines), lines
 
 
 def test_the_native_reader_refuses_a_nul_value_and_an_empty_group_naming_the_setting() -> None:
@@ -291,5 +320,8 @@ def test_a_silent_partition_whose_log_ends_below_the_range_is_data_loss(
             return 0, 1
 
     monkeypatch.setattr(fetch.broker_gaps, "latest_is_exact", lambda conf: True)
-    with pytest.raises(DataLossError, match=r"t-0: offset 1 went out of range while reading up to 10"):
+    with pytest.raises(
+        DataLossError, match=r"t-0: offset 1 went out of range while reading up to 10"
+    ) as lost:
         _read(Truncated([Fetched(_rows([0]), 0, False)]), monkeypatch, poll_timeout_ms=0)
+    assert lost.value.condition == "KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE"
