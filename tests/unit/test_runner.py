@@ -97,7 +97,7 @@ def test_a_stop_request_stops_the_query_between_batches_and_a_failure_is_the_las
 
 
 def test_a_line_when_alignment_starts_changes_and_stops_holding_partitions_back(tmp_path: Path) -> None:
-    from sparkafka.source.alignment import AlignmentStatus, PartitionEventTime
+    from sparkafka.source.alignment_status import AlignmentStatus, PartitionEventTime
     from sparkafka.structs import TopicPartition
 
     t0, t1, t2 = (TopicPartition("in", p) for p in range(3))
