@@ -17,9 +17,12 @@ from typing import Any, NamedTuple
 import pytest
 from confluent_kafka import Producer
 
+from sparkafka.client.metadata import AdminMetadata
 from sparkafka.source.commits import read_source_metrics
+from sparkafka.structs import TopicPartition
 from tests.support.kafka import Kafka, Offsets
 from tests.support.queries import checkpoint_batches, source
+from tests.support.wait import wait_until
 
 HOUR, MINUTE = 3_600_000, 60_000
 T = 1_700_000_000_000 // HOUR * HOUR  # the end of the data (2023), on an hour
@@ -218,3 +221,82 @@ def test_quiet_partitions_hold_the_others_until_they_are_idle(
     else:  # quiet for longer than the timeout: idle, and partition 0 is read to the end
         assert per_partition == {0: 180, 1: 1, 2: 1, 3: 1}
         assert states == {0: "active", 1: "idle", 2: "idle", 3: "idle"}
+
+
+def test_a_partition_behind_an_open_transaction_holds_the_others_and_none_of_its_records_are_late(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, kafka: Kafka, tmp_path: Path
+) -> None:
+    """Partition 0: ten committed records from 70 minutes before T, then a transaction left open with sixty
+    records from 60 minutes before T; partitions 1-3: one record every 30 s from 65 minutes before T to T.
+    Read committed, a partition past whose last stable offset a transaction is open has no newest record
+    Kafka names: it was taken for empty, partitions 1-3 ran to T, and when the transaction committed its
+    records were an hour behind the watermark. It now counts at its first pending record."""
+    topic = kafka.topic(partitions=4)
+    produce(kafka_conf, topic, [(0, T - 70 * MINUTE + i * 30_000) for i in range(10)])
+    txn = Producer({**kafka_conf, "transactional.id": f"open-{uuid.uuid4().hex[:8]}"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    pending = [T - HOUR + i * 10_000 for i in range(60)]
+    for i, timestamp in enumerate(pending):
+        txn.produce(topic, f"txn{i}".encode(), partition=0, timestamp=timestamp)
+    assert txn.flush(30) == 0
+    others = [(p, T - 65 * MINUTE + i * 30_000 + p) for p in (1, 2, 3) for i in range(131)]
+    produce(kafka_conf, topic, others)
+    metrics, ck = str(tmp_path / "metrics.json"), str(tmp_path / "ck")
+    df = source(
+        spark,
+        bootstrap,
+        subscribe=topic,
+        startingOffsets="earliest",
+        maxEventTimeDrift="10 minutes",
+        metricsFile=metrics,
+    )
+    counts: dict[dt.datetime, int] = {}
+
+    def collect(batch: Any, _batch_id: int) -> None:
+        for row in batch.collect():
+            counts[row["start"]] = row["count"]
+
+    query = (
+        window_counts(df.withWatermark("timestamp", "10 minutes"))
+        .writeStream.outputMode("update")
+        .foreachBatch(collect)
+        .option("checkpointLocation", ck)
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        ends = checkpoint_batches(ck)[0]
+        # Partitions 1-3 read every record below the drift past the pending record, and none at or above.
+        bound = pending[0] + 10 * MINUTE
+        below = {TopicPartition(topic, q): sum(p == q and ts < bound for p, ts in others) for q in (1, 2, 3)}
+        assert ends[max(ends)] == {TopicPartition(topic, 0): 10, **below}
+        status = read_source_metrics("", metrics)
+        assert status is not None
+        assert status.event_time is not None
+        assert status.event_time.slowest == TopicPartition(topic, 0)
+        assert status.event_time.slowest_ms == pending[0]
+        assert status.event_time.slowest_pending
+        assert status.event_time.bound_ms == bound
+        states = {tp.partition: p.state for tp, p in status.event_time.partitions.items()}
+        assert states == {0: "active", 1: "held", 2: "held", 3: "held"}
+
+        txn.commit_transaction(30)
+        p0 = TopicPartition(topic, 0)
+        metadata = AdminMetadata(kafka_conf)  # read_committed: the last stable offset
+        wait_until(lambda: metadata.latest([p0])[p0] > 10 + len(pending), 30, "the commit marker")
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    dropped = sum(
+        op.get("numRowsDroppedByWatermark", 0)
+        for progress in query.recentProgress
+        for op in progress.get("stateOperators", [])
+    )
+    batch = (
+        spark.read.format("sparkafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+    )
+    expected = {r["start"]: r["count"] for r in window_counts(batch.load()).collect()}
+    assert sum(expected.values()) == 10 + len(pending) + len(others)  # what was produced, committed
+    assert counts == expected
+    assert dropped == 0

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from sparkafka.cli.lag_view import plot_lag, render, watch_lag
 from sparkafka.ops.lag import compute_lag
-from sparkafka.source.alignment import AlignmentStatus, PartitionEventTime
+from sparkafka.source.alignment_status import AlignmentStatus, PartitionEventTime
 from sparkafka.structs import TopicPartition
 
 A0, A1, A2 = (TopicPartition("a", p) for p in range(3))

@@ -9,7 +9,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sparkafka.ops.prometheus import Exporter, is_sparkafka
-from sparkafka.source.alignment import AlignmentStatus, PartitionEventTime
+from sparkafka.source.alignment_status import AlignmentStatus, PartitionEventTime
 from sparkafka.source.commits import SourceMetrics
 from sparkafka.structs import TopicPartition
 

@@ -111,7 +111,7 @@ def test_batches_that_ended_after_the_last_poll_are_shown_when_a_stop_comes_firs
 
 
 def test_a_line_when_alignment_starts_changes_and_stops_holding_partitions_back(tmp_path: Path) -> None:
-    from sparkafka.source.alignment import AlignmentStatus, PartitionEventTime
+    from sparkafka.source.alignment_status import AlignmentStatus, PartitionEventTime
     from sparkafka.structs import TopicPartition
 
     t0, t1, t2 = (TopicPartition("in", p) for p in range(3))

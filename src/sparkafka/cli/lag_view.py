@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from sparkafka.errors import ConfigError
 from sparkafka.ops.lag import GroupLag, PartitionLag
-from sparkafka.source.alignment import describe_duration, describe_time
+from sparkafka.source.alignment_status import describe_duration, describe_time
 
 __all__ = ["plain", "plot_lag", "render", "watch_lag"]
 

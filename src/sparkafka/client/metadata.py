@@ -277,9 +277,18 @@ class AdminMetadata:
         }
         return len(metadata.brokers), counts
 
-    def _list_offsets(self, specs: dict[TopicPartition, Any], what: str, logical: bool = False) -> Offsets:
+    def _list_offsets(
+        self,
+        specs: dict[TopicPartition, Any],
+        what: str,
+        logical: bool = False,
+        *,
+        read_committed: bool | None = None,
+    ) -> Offsets:
         """ListOffsets: the offset per partition (see ``_list_answers``)."""
-        return self._list_answers(specs, what, lambda answer, tp: _offset(answer, tp, what, logical))
+        return self._list_answers(
+            specs, what, lambda answer, tp: _offset(answer, tp, what, logical), read_committed=read_committed
+        )
 
     def _timestamped(
         self, specs: dict[TopicPartition, Any], what: str
@@ -293,10 +302,16 @@ class AdminMetadata:
         return self._list_answers(specs, what, read)
 
     def _list_answers(
-        self, specs: dict[TopicPartition, Any], what: str, read: Callable[[Any, TopicPartition], T]
+        self,
+        specs: dict[TopicPartition, Any],
+        what: str,
+        read: Callable[[Any, TopicPartition], T],
+        *,
+        read_committed: bool | None = None,
     ) -> dict[TopicPartition, T]:
         """ListOffsets, retrying only the partitions that answered a retriable error; ``read`` turns each
-        partition's answer (confluent-kafka's ``ListOffsetsResultInfo``) into the result.
+        partition's answer (confluent-kafka's ``ListOffsetsResultInfo``) into the result. The isolation
+        level is the settings' unless ``read_committed`` says.
 
         An offset below 0 is no answer unless ``logical`` (by timestamp, -1 means "no record that new").
         librdkafka gives -1001 without an error for every partition of a leader its request to failed
@@ -314,7 +329,8 @@ class AdminMetadata:
         from confluent_kafka import IsolationLevel
         from confluent_kafka import TopicPartition as CTopicPartition
 
-        level = IsolationLevel.READ_COMMITTED if self._read_committed else IsolationLevel.READ_UNCOMMITTED
+        committed = self._read_committed if read_committed is None else read_committed
+        level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
         found: dict[TopicPartition, T] = {}
         todo = dict(specs)
 
@@ -400,6 +416,15 @@ class AdminMetadata:
         bounds = {tp: max(o, floors.get(tp, 0)) for tp, o in answer.items()}
         fetched = broker_gaps.fetched_end_offsets(self._conf, bounds, self._read_committed, self._timeout_s)
         return {**answer, **fetched}
+
+    def high_watermarks(self, tps: Iterable[TopicPartition]) -> Offsets:
+        """The end of each partition as read_uncommitted reads it (the high watermark), whatever the settings'
+        isolation level: past the last stable offset when a transaction is open there. Not resolved by
+        fetching on a broker whose ListOffsets(latest) is wrong (``broker_gaps``)."""
+        from confluent_kafka.admin import OffsetSpec
+
+        specs = {tp: OffsetSpec.latest() for tp in tps}
+        return self._list_offsets(specs, "high watermark", read_committed=False)
 
     def latest_is_exact(self) -> bool:
         """Whether this broker's ListOffsets(latest) answers the end of a partition (``broker_gaps``): then

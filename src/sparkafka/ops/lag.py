@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from sparkafka.client.metadata import AdminMetadata
 from sparkafka.errors import ConfigError
 from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS
-from sparkafka.source.alignment import AlignmentStatus, PartitionEventTime
+from sparkafka.source.alignment_status import AlignmentStatus, PartitionEventTime
 from sparkafka.source.commits import read_source_metrics
 from sparkafka.structs import TopicPartition
 

@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from sparkafka.errors import ConfigError
 from sparkafka.metrics_files import query_sink_path, read_json
 from sparkafka.ops.query_progress import MALFORMED_METRIC, behind_by_partition, offsets_of, ran_batch
-from sparkafka.source.alignment import ALIGNMENT_STATES, AlignmentStatus
+from sparkafka.source.alignment_status import ALIGNMENT_STATES, AlignmentStatus
 
 __all__ = ["Exporter", "MetricsServer", "serve", "start_server"]
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sparkafka.ops.query_progress import MALFORMED_METRIC, behind_latest
-from sparkafka.source.alignment import AlignmentStatus
+from sparkafka.source.alignment_status import AlignmentStatus
 
 __all__ = [
     "BatchLine",

@@ -33,7 +33,7 @@ from sparkafka.pipeline.progress import (
 
 if TYPE_CHECKING:
     from sparkafka.ops.prometheus import Exporter
-    from sparkafka.source.alignment import AlignmentStatus
+    from sparkafka.source.alignment_status import AlignmentStatus
 
 __all__ = [
     "SUBMITTED_LOG_LEVEL",

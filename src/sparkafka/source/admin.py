@@ -11,7 +11,7 @@ from sparkafka.client.security import Access, authenticated
 from sparkafka.source.alignment import Scan
 from sparkafka.source.options import SourceOptions, Subscription
 from sparkafka.source.planning import Discovery
-from sparkafka.structs import KAFKA_INTERNAL_TOPICS, TopicPartition
+from sparkafka.structs import KAFKA_INTERNAL_TOPICS, TimestampedOffset, TopicPartition
 
 __all__ = ["SourceMetadata", "source_access"]
 
@@ -81,3 +81,18 @@ class SourceMetadata(AdminMetadata):
         """``EventTimeLog.scan``: fetches with this isolation level, within ``metadataTimeoutMs``."""
         found = scan_times(self._conf, ranges, at_least_ms, max_records, self._timeout_s)
         return {tp: Scan(record, scanned_to) for tp, (record, scanned_to) in found.items()}
+
+    def pending(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, TimestampedOffset | None]:
+        """``EventTimeLog.pending``: under read_committed, one ListOffsets (the high watermarks) for all,
+        then one read_uncommitted fetch for the partitions whose log goes on past their end (a transaction
+        open there); under read_uncommitted, nothing is asked."""
+        out: dict[TopicPartition, TimestampedOffset | None] = dict.fromkeys(ends)
+        if not self._read_committed or not ends:
+            return out
+        high = self.high_watermarks(ends)
+        ranges = {tp: (end, high[tp]) for tp, end in ends.items() if high.get(tp, end) > end}
+        if ranges:
+            conf = {**self._conf, "isolation.level": "read_uncommitted"}
+            for tp, (record, _) in scan_times(conf, ranges, None, 1, self._timeout_s).items():
+                out[tp] = record
+        return out

@@ -17,31 +17,39 @@ where it starts, always safe, if a cut moved the slowest end back: out-of-order 
 that progress together read as wide a batch as the read limit gives, and only a partition ahead waits.
 
 **A partition's event time** is the timestamp of the first record at or after a position (for the status:
-the position it is at, the next record it will read); for a partition with nothing left there, the largest
-timestamp it holds (ListOffsets MAX_TIMESTAMP). Both are facts of the log at offsets, so planning after a
-restart, with every in-process cache gone, decides exactly as the process that planned before it: the plan
-depends on the offsets in Spark's checkpoint and the log, not on the history of the process. The max seen
-so far (Flink's bounded-out-of-orderness generator) would need that history, which the offsets JSON does
-not hold. The definition never overstates where a partition is: when its timestamps are out of order by at
-most D (every record is at least the largest earlier timestamp minus D), each record it delivers later is
-at least its event time minus D, so the guarantee holds with ``delay >= drift + D``; with timestamps in
-order (per partition), ``delay >= drift``.
+the position it is at, the next record it will read); read_committed, for a partition with nothing to read
+there while a transaction is open past its end (the last stable offset), the first record at that end, as
+read_uncommitted sees it (``PartitionTimes.pending``: the record it reads, or reads past, once the
+transaction ends; ListOffsets answers nothing at or past the last stable offset, so without it such a
+partition looked empty, held no one back, and its records were late when the transaction committed); for a
+partition with nothing left, the largest timestamp it holds (ListOffsets MAX_TIMESTAMP). All are facts of
+the log at offsets, so planning after a restart, with every in-process cache gone, decides exactly as the
+process that planned before it: the plan depends on the offsets in Spark's checkpoint and the log, not on
+the history of the process. The max seen so far (Flink's bounded-out-of-orderness generator) would need
+that history, which the offsets JSON does not hold. The definition never overstates where a partition is:
+when its timestamps are out of order by at most D (every record is at least the largest earlier timestamp
+minus D), each record it delivers later is at least its event time minus D, so the guarantee holds with
+``delay >= drift + D``; with timestamps in order (per partition), ``delay >= drift``.
 
-**Which partitions count** toward the slowest: every partition with a record to read, and every partition
-that has read all it holds but may get more (its records so far bound its next ones). Not counted:
+**Which partitions count** toward the slowest: every partition with a record to read, every partition
+behind an open transaction, and every partition that has read all it holds but may get more (its records so
+far bound its next ones). Not counted:
 
 - ``idle``: nothing to read, and for ``partitionIdleTimeout`` either no new record (its latest offset
-  unchanged for that long on this process's clock: Flink's idleness, which a quiet stream needs, where no
-  record anywhere moves the stream's time) or its newest record that much older than the newest record of
-  any partition (the stream's own time: a replay of old data treats a partition that went quiet as idle
-  where it went quiet in the data, not hours later by the clock). After a restart the clock's count starts
-  again, as in Flink; batches Spark replays keep their logged ends, so nothing already planned changes. A
-  partition with records to read is never idle, so a partition held back by alignment never becomes idle
+  unchanged, and no transaction newly open past it, for that long on this process's clock: Flink's
+  idleness, which a quiet stream needs, where no record anywhere moves the stream's time; a read_committed
+  split behind an open transaction delivers nothing, so Flink makes it idle too) or, unless a transaction is
+  open past its end, its newest record that much older than the newest record of any partition (the
+  stream's own time: a replay of old data treats a partition that went quiet as idle where it went quiet in
+  the data, not hours later by the clock). After a restart the clock's count starts again, as in Flink;
+  batches Spark replays keep their logged ends, so nothing already planned changes. A partition with
+  records to read is never idle, so a partition held back by alignment never becomes idle
   (Flink's FLIP-471). It rejoins as soon as it has a record to read, aligned from there (its records older
   than the watermark are late, as in Flink).
 - ``finished``: under ``Trigger.AvailableNow``, a partition that reached the end of what the run reads (as a
   bounded Flink split that finished: it delivers nothing more in this run).
-- ``empty``: a partition holding no record at all has no event time to align to.
+- ``empty``: a partition holding no record at all (nor one of an open transaction) has no event time to
+  align to.
 
 **Progress is always possible**: the bound is at least the drift past the slowest partition's next record,
 so when that partition has records to read, the batch may include its next one; a batch never stalls on
@@ -60,39 +68,28 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple, Protocol, get_args
+from typing import NamedTuple, Protocol
 
+from sparkafka.source.alignment_status import AlignmentState, AlignmentStatus, PartitionEventTime
 from sparkafka.source.planning import apply_read_limit
 from sparkafka.structs import TimestampedOffset, TopicPartition
 
 __all__ = [
-    "ALIGNMENT_STATES",
-    "AlignmentState",
-    "AlignmentStatus",
     "Decision",
     "EventTimeAligner",
     "EventTimeLog",
-    "PartitionEventTime",
     "PartitionTimes",
     "Scan",
     "cap_after_scan",
     "cap_at_cut",
     "cap_known",
     "decide",
-    "describe_duration",
-    "describe_time",
     "settle",
     "slowest_after",
 ]
 
 log = logging.getLogger(__name__)
 
-AlignmentState = Literal["active", "held", "idle", "finished", "empty"]
-"""``active``: counts toward the slowest and reads what the other limits allow; ``held``: counts, is not the
-slowest, and alignment ends its range before its latest offset (it waits for the slowest); ``idle``,
-``finished``, ``empty``: does not count (see the module's docstring)."""
-ALIGNMENT_STATES: tuple[AlignmentState, ...] = get_args(AlignmentState)
 
 SCAN_LIMIT = 10_000
 """Records a scan for the bound looks at per partition before it stops there (see ``cap_after_scan``)."""
@@ -107,7 +104,11 @@ class PartitionTimes(NamedTuple):
     next: TimestampedOffset | None
     """The first record at or after ``position`` (None: no record there yet, or only transaction markers)."""
     newest: TimestampedOffset | None
-    """The record with the largest timestamp in the partition (None: the partition holds no record)."""
+    """The record with the largest timestamp in the partition as the reader sees it (None: it holds no
+    record, or, read_committed, that record lies past the last stable offset)."""
+    pending: TimestampedOffset | None = None
+    """Read_committed: the first record at or after ``latest`` (the last stable offset), of a transaction
+    still open: the partition reads it, or records after it, once the transaction ends (None: none)."""
 
     @property
     def readable(self) -> bool:
@@ -116,10 +117,12 @@ class PartitionTimes(NamedTuple):
 
     @property
     def event_time_ms(self) -> int | None:
-        """The next record's timestamp, else the newest one's; None for a partition with no record."""
-        if self.next is not None:
-            return self.next.timestamp_ms
-        return self.newest.timestamp_ms if self.newest is not None else None
+        """The next record's timestamp, else the pending one's, else the newest one's; None for a partition
+        with no record."""
+        for record in (self.next, self.pending, self.newest):
+            if record is not None:
+                return record.timestamp_ms
+        return None
 
 
 class Scan(NamedTuple):
@@ -151,6 +154,12 @@ class EventTimeLog(Protocol):
         None), looking at no more than ``max_records`` records (by fetching)."""
         ...
 
+    def pending(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, TimestampedOffset | None]:
+        """Read_committed: per partition, the first record at or after its end (the last stable offset) as
+        a read_uncommitted reader sees it, a record of a transaction still open; None when the log holds
+        none there. Read_uncommitted: None for all, without asking (the end is the high watermark)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -174,9 +183,11 @@ def decide(
 
     ``bounded``: the run reads to a fixed end (``Trigger.AvailableNow``), so a partition with nothing left
     to read is finished. ``quiet_ms``: per partition, the wall-clock time since its latest offset last
-    moved, as this process saw it (Flink's idleness): a partition with nothing to read is idle once either
-    that or its newest record's age behind the newest anywhere (the stream's own time, for a replay)
-    reaches ``idle_timeout_ms``.
+    moved (or a transaction opened past it), as this process saw it (Flink's idleness): a partition with
+    nothing to read is idle once either that or its newest record's age behind the newest anywhere (the
+    stream's own time, for a replay) reaches ``idle_timeout_ms``. A partition behind an open transaction
+    (``PartitionTimes.pending``) is idle by the clock only: its records are not gone quiet in the data,
+    they are not visible yet.
     """
     newest_anywhere = max(
         (t.newest.timestamp_ms for t in times.values() if t.newest is not None), default=None
@@ -193,6 +204,7 @@ def decide(
             (quiet_ms or {}).get(tp, 0) >= idle_timeout_ms
             or (
                 newest_anywhere is not None
+                and t.pending is None
                 and t.newest is not None
                 and t.newest.timestamp_ms < newest_anywhere - idle_timeout_ms
             )
@@ -269,116 +281,10 @@ def settle(
         if state == "active" and tp != decision.slowest and caps[tp] < t.latest and ends[tp] == caps[tp]:
             state = "held"
         partitions[tp] = PartitionEventTime(t.event_time_ms, state)
-    quiet = decision.slowest is not None and not times[decision.slowest].readable
-    return AlignmentStatus(bound_ms, decision.slowest, partitions, drift_ms, idle_timeout_ms, quiet)
-
-
-@dataclass(frozen=True)
-class PartitionEventTime:
-    """One partition as the source's metrics show it."""
-
-    event_time_ms: int | None
-    """Its event time (see the module's docstring); None for a partition with no record."""
-    state: AlignmentState
-
-
-@dataclass(frozen=True)
-class AlignmentStatus:
-    """The last plan's alignment, per partition: what the source's metrics file carries (``eventTime``)."""
-
-    bound_ms: int | None
-    """The batch reads no record at or after this timestamp; None: nothing counts, nothing is bound."""
-    slowest: TopicPartition | None
-    """The counted partition with the lowest event time where the batch starts."""
-    partitions: Mapping[TopicPartition, PartitionEventTime]
-    drift_ms: int = 0
-    idle_timeout_ms: int | None = None
-    slowest_quiet: bool = False
-    """The slowest partition has nothing to read: it holds the others until it gets records or is idle."""
-
-    @property
-    def held(self) -> list[TopicPartition]:
-        """The partitions alignment stopped before their latest offset, in order."""
-        return sorted(tp for tp, p in self.partitions.items() if p.state == "held")
-
-    @property
-    def hold(self) -> tuple[object, ...]:
-        """What alignment holds back, behind what: (partitions held, the slowest, whether it is quiet), or
-        ``()`` when it holds nothing. Log lines and ``sparkafka run``'s lines are written when it changes."""
-        return (self.held, self.slowest, self.slowest_quiet) if self.held else ()
-
-    @property
-    def slowest_ms(self) -> int | None:
-        """The slowest partition's event time (the lowest among the counted partitions, where they are)."""
-        return None if self.slowest is None else self.partitions[self.slowest].event_time_ms
-
-    def to_json(self) -> dict[str, Any]:
-        """The status as the metrics file holds it: camelCase keys, partitions per topic and partition."""
-        parts: dict[str, dict[str, dict[str, Any]]] = {}
-        for tp, p in sorted(self.partitions.items()):
-            parts.setdefault(tp.topic, {})[str(tp.partition)] = {
-                "eventTimeMs": p.event_time_ms,
-                "state": p.state,
-            }
-        return {
-            "driftMs": self.drift_ms,
-            "idleTimeoutMs": self.idle_timeout_ms,
-            "boundMs": self.bound_ms,
-            "slowest": None if self.slowest is None else [self.slowest.topic, self.slowest.partition],
-            "slowestQuiet": self.slowest_quiet,
-            "partitions": parts,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> AlignmentStatus:
-        """The inverse of ``to_json``."""
-        slowest = data.get("slowest")
-        return cls(
-            bound_ms=data.get("boundMs"),
-            slowest=None if slowest is None else TopicPartition(str(slowest[0]), int(slowest[1])),
-            partitions={
-                TopicPartition(t, int(p)): PartitionEventTime(v.get("eventTimeMs"), v["state"])
-                for t, parts in data.get("partitions", {}).items()
-                for p, v in parts.items()
-            },
-            drift_ms=int(data.get("driftMs", 0)),
-            idle_timeout_ms=data.get("idleTimeoutMs"),
-            slowest_quiet=bool(data.get("slowestQuiet", False)),
-        )
-
-    def describe_hold(self) -> str | None:
-        """One sentence on what alignment holds back and behind which partition; None when it holds nothing.
-
-        For the source's log and ``sparkafka run``'s progress lines (driver side).
-        """
-        held = self.held
-        if not held or self.slowest is None:
-            return None
-        names = ", ".join(map(str, held[:8])) + (f" and {len(held) - 8} more" if len(held) > 8 else "")
-        text = (
-            f"event-time alignment holds {names} at {describe_time(self.bound_ms)} (slowest {self.slowest} "
-            f"at {describe_time(self.slowest_ms)}, maxEventTimeDrift {describe_duration(self.drift_ms)})"
-        )
-        if self.slowest_quiet:
-            text += f"; {self.slowest} has no new records"
-            if self.idle_timeout_ms is None:
-                text += ": set partitionIdleTimeout so that a quiet partition stops holding the others back"
-        return text
-
-
-def describe_duration(ms: int) -> str:
-    """``600000`` as ``10m``, ``1500`` as ``1500ms``: the largest unit that divides it."""
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
-
-
-def describe_time(ms: int | None) -> str:
-    """An epoch-ms timestamp as ``2026-11-25 09:00:00.000 UTC`` for logs and progress lines."""
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+    slowest = None if decision.slowest is None else times[decision.slowest]
+    quiet = slowest is not None and not slowest.readable
+    pending = quiet and slowest is not None and slowest.next is None and slowest.pending is not None
+    return AlignmentStatus(bound_ms, decision.slowest, partitions, drift_ms, idle_timeout_ms, quiet, pending)
 
 
 class EventTimeAligner:
@@ -386,8 +292,10 @@ class EventTimeAligner:
 
     Per plan it asks the log for: the newest record of partitions whose latest offset moved (one
     ListOffsets for all), the first record at positions it does not know yet (the batch's start, its
-    planned ends: a fetch for all), and the first record at the bound for partitions that reach it (one
-    ListOffsets for all). Known answers are kept: they are facts of the log at an offset, so the plan does
+    planned ends: a fetch for all), the first record at the bound for partitions that reach it (one
+    ListOffsets for all), and, except under availableNow, the first record past each partition's end
+    (``EventTimeLog.pending``: under read_committed one ListOffsets, and a fetch where a transaction is
+    open). Known answers are kept: they are facts of the log at an offset, so the plan does
     not depend on them being there. The ends planned for one batch are the next one's start, so in a
     catch-up most starts are known already.
 
@@ -418,10 +326,15 @@ class EventTimeAligner:
         self._records: dict[TopicPartition, dict[int, tuple[int, TimestampedOffset | None]]] = {}
         """Per partition: position -> (looked up to, the first record at or after it; None: none there)."""
         self._cuts: dict[TopicPartition, tuple[int, TimestampedOffset]] = {}
-        self._clock = clock
-        self._moved: dict[TopicPartition, tuple[int, float]] = {}
-        """Per partition: (its latest offset, when this process first saw it there)."""
         """Per partition: (bound, its first record at or above the bound)."""
+        self._pending: dict[TopicPartition, tuple[int, TimestampedOffset]] = {}
+        """Per partition: (an end, the first record at or after it as read_uncommitted sees it), kept while
+        the end stays (the records at offsets never change). Where none was found, the next plan asks again
+        (a transaction may open at any time)."""
+        self._clock = clock
+        self._moved: dict[TopicPartition, tuple[tuple[int, int | None], float]] = {}
+        """Per partition: ((its latest offset, the offset of its first record past it, if any), when this
+        process first saw it so): a transaction opening past the end is news, as a record to read is."""
         self.status: AlignmentStatus | None = None
         """The last plan's status (None before the first)."""
 
@@ -432,6 +345,7 @@ class EventTimeAligner:
             self._newest.pop(tp, None)
             self._records.pop(tp, None)
             self._cuts.pop(tp, None)
+            self._pending.pop(tp, None)
             self._moved.pop(tp, None)
 
     def cap(
@@ -452,17 +366,22 @@ class EventTimeAligner:
             known = self._records.setdefault(tp, {})
             for old in [o for o in known if o < pos]:
                 del known[old]
-        times = self._times(start, latest)
+        pending = not bounded  # under availableNow a partition at its end is finished: nothing to look up
+        if pending:
+            self._look_past_ends(latest)
+        times = self._times(start, latest, pending=pending)
         now = self._clock()
         for tp, end in latest.items():
-            if self._moved.get(tp, (None,))[0] != end:
-                self._moved[tp] = (end, now)
+            past = times[tp].pending
+            seen = (end, None if past is None else past.offset)
+            if self._moved.get(tp, (None,))[0] != seen:
+                self._moved[tp] = (seen, now)
         quiet = {tp: (now - self._moved[tp][1]) * 1000 for tp in latest}
         decision = decide(times, idle_timeout_ms=self._idle_timeout_ms, bounded=bounded, quiet_ms=quiet)
         caps: dict[TopicPartition, int] = dict(latest)
         bound = None
         if decision.slowest_ms is not None:
-            bound, caps = self._widest(decision, decision.slowest_ms, times, max_records)
+            bound, caps = self._widest(decision, decision.slowest_ms, times, max_records, pending=pending)
         before, self.status = (
             self.status,
             settle(
@@ -484,6 +403,8 @@ class EventTimeAligner:
         slowest_ms: int,
         times: Mapping[TopicPartition, PartitionTimes],
         max_records: int | None,
+        *,
+        pending: bool,
     ) -> tuple[int, dict[TopicPartition, int]]:
         """The widest bound, and its caps, for which the batch ends with every record below the drift past
         the slowest counted partition where it then stands (or where it starts: always true of
@@ -499,11 +420,12 @@ class EventTimeAligner:
         bound, caps = safe, None
         hint = apply_read_limit(start, latest, max_records)
         for _ in range(len(times) + 1):
-            wider = max(slowest_ms, slowest_after(decision, self._times(hint, latest)) or 0) + self._drift_ms
+            at_hint = self._times(hint, latest, pending=pending)
+            wider = max(slowest_ms, slowest_after(decision, at_hint) or 0) + self._drift_ms
             if caps is not None and wider <= bound:
                 break
             wider_caps = self._caps(times, wider)
-            ends = self._times(apply_read_limit(start, wider_caps, max_records), latest)
+            ends = self._times(apply_read_limit(start, wider_caps, max_records), latest, pending=pending)
             if wider > safe and (slowest_after(decision, ends) or 0) + self._drift_ms < wider:
                 break  # the cuts moved the slowest end back (out-of-order timestamps): not this one
             bound, caps = wider, wider_caps
@@ -524,9 +446,28 @@ class EventTimeAligner:
             now.describe_hold() or "event-time alignment holds no partition back",
         )
 
+    def _look_past_ends(self, latest: Mapping[TopicPartition, int]) -> None:
+        """Once per plan, for every partition: the first record past its end (``EventTimeLog.pending``),
+        unless one was found at that end already. Every partition, not only those with nothing to read at
+        the start: a planned end may reach the latest offset, and its event time there is asked of this."""
+        ask = {tp: end for tp, end in latest.items() if self._pending.get(tp, (None,))[0] != end}
+        if ask:
+            found = self._log.pending(ask)
+            for tp, end in ask.items():
+                record = found.get(tp)
+                if record is None:
+                    self._pending.pop(tp, None)
+                else:
+                    self._pending[tp] = (end, record)
+
     def _times(
-        self, positions: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
+        self, positions: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], *, pending: bool
     ) -> dict[TopicPartition, PartitionTimes]:
+        """What is known of each partition at ``positions``, asking the log what is not known yet.
+
+        ``pending``: with the first record past the end of partitions with nothing to read there, as this
+        plan looked it up (``_look_past_ends``).
+        """
         stale = [tp for tp in positions if tp not in self._newest or self._newest[tp][0] != latest[tp]]
         if stale:
             found = self._log.newest(stale)
@@ -544,10 +485,21 @@ class EventTimeAligner:
         if lookup:
             for tp, scan in self._log.scan(lookup, None, 1).items():
                 self._records[tp][lookup[tp][0]] = (scan.scanned_to, scan.found)
+        nexts = {tp: self._records[tp].get(pos, (0, None))[1] for tp, pos in positions.items()}
         return {
-            tp: PartitionTimes(pos, latest[tp], self._records[tp].get(pos, (0, None))[1], self._newest[tp][1])
+            tp: PartitionTimes(
+                pos,
+                latest[tp],
+                nexts[tp],
+                self._newest[tp][1],
+                self._pending_at(tp, latest[tp]) if pending and nexts[tp] is None else None,
+            )
             for tp, pos in positions.items()
         }
+
+    def _pending_at(self, tp: TopicPartition, end: int) -> TimestampedOffset | None:
+        known = self._pending.get(tp)
+        return known[1] if known is not None and known[0] == end else None
 
     def _caps(
         self, times: Mapping[TopicPartition, PartitionTimes], bound_ms: int

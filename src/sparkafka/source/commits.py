@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from sparkafka.client.core import new_consumer, raise_partition_error, with_retries
 from sparkafka.metrics_files import default_metrics_path, read_json, write_json_atomically
-from sparkafka.source.alignment import AlignmentStatus
+from sparkafka.source.alignment_status import AlignmentStatus
 from sparkafka.source.options import CommitMode
 from sparkafka.structs import TopicPartition, committed_offsets
 

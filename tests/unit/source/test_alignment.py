@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkafka.source.alignment import (
-    AlignmentStatus,
     EventTimeAligner,
     PartitionTimes,
     Scan,
@@ -19,6 +18,7 @@ from sparkafka.source.alignment import (
     cap_known,
     decide,
 )
+from sparkafka.source.alignment_status import AlignmentStatus
 from sparkafka.source.planning import apply_read_limit
 from sparkafka.structs import TimestampedOffset, TopicPartition
 
@@ -28,24 +28,33 @@ A0, A1, A2, A3 = (TopicPartition("a", p) for p in range(4))
 @dataclass
 class FakeLog:
     """Partitions as lists of (timestamp, visible) by offset; invisible records are aborted ones (ListOffsets
-    sees them, a read_committed fetch does not)."""
+    sees them, a read_committed fetch does not). ``open_from``: per partition, where an open transaction
+    starts (its last stable offset): a read_committed reader reads nothing from there on, and ListOffsets
+    answers nothing there (Kafka filters its answers by the LSO); a read_uncommitted lookup sees it all."""
 
     records: dict[TopicPartition, list[tuple[int, bool]]]
     calls: list[str] = field(default_factory=list)
+    open_from: dict[TopicPartition, int] = field(default_factory=dict)
+    asked_pending: list[set[TopicPartition]] = field(default_factory=list)
 
     def end(self, tp: TopicPartition) -> int:
-        return len(self.records[tp])
+        """The end as a read_committed reader sees it: the last stable offset."""
+        return self.open_from.get(tp, len(self.records[tp]))
+
+    def _stable(self, tp: TopicPartition, found: TimestampedOffset | None) -> TimestampedOffset | None:
+        return found if found is not None and found.offset < self.end(tp) else None
 
     def newest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, TimestampedOffset | None]:
         self.calls.append("newest")
         out: dict[TopicPartition, TimestampedOffset | None] = {}
         for tp in tps:
             recs = self.records[tp]
-            out[tp] = max(
+            newest = max(
                 (TimestampedOffset(o, ts) for o, (ts, _) in enumerate(recs)),
                 key=lambda r: r[::-1],
                 default=None,
             )
+            out[tp] = self._stable(tp, newest)
         return out
 
     def at_time(
@@ -53,13 +62,16 @@ class FakeLog:
     ) -> dict[TopicPartition, TimestampedOffset | None]:
         self.calls.append("at_time")
         return {
-            tp: next(
-                (
-                    TimestampedOffset(o, ts)
-                    for o, (ts, _) in enumerate(self.records[tp])
-                    if ts >= timestamp_ms
+            tp: self._stable(
+                tp,
+                next(
+                    (
+                        TimestampedOffset(o, ts)
+                        for o, (ts, _) in enumerate(self.records[tp])
+                        if ts >= timestamp_ms
+                    ),
+                    None,
                 ),
-                None,
             )
             for tp in tps
         }
@@ -71,7 +83,7 @@ class FakeLog:
         out = {}
         for tp, (start, end) in ranges.items():
             looked = 0
-            result = Scan(None, end)
+            result = Scan(None, max(start, min(end, self.end(tp))))
             for o in range(start, min(end, self.end(tp))):
                 ts, visible = self.records[tp][o]
                 if not visible:
@@ -85,6 +97,15 @@ class FakeLog:
                     break
             out[tp] = result
         return out
+
+    def pending(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, TimestampedOffset | None]:
+        """The first record at or after each end as a read_uncommitted reader sees it (any record)."""
+        self.calls.append("pending")
+        self.asked_pending.append(set(ends))
+        return {
+            tp: TimestampedOffset(end, self.records[tp][end][0]) if end < len(self.records[tp]) else None
+            for tp, end in ends.items()
+        }
 
 
 def times(
@@ -284,13 +305,16 @@ def test_a_partition_ahead_waits_while_the_lagging_one_reads_its_share() -> None
     assert status.bound_ms == 60_000 + 5000
 
 
-def test_a_warm_aligner_asks_nothing_while_nothing_changes() -> None:
+def test_a_warm_aligner_asks_only_whether_a_transaction_opened_while_nothing_changes() -> None:
+    """One lookup a plan (``pending``: one ListOffsets under read_committed, nothing under read_uncommitted);
+    under availableNow, none."""
     log = FakeLog({A0: [(100 + i, True) for i in range(100)], A1: [(500, True)] * 3})
-    aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=None)
-    first = aligner.cap({A0: 0, A1: 0}, {A0: 100, A1: 3}, bounded=False, max_records=None)
-    log.calls.clear()
-    assert aligner.cap({A0: 0, A1: 0}, {A0: 100, A1: 3}, bounded=False, max_records=None) == first
-    assert log.calls == []
+    for bounded, calls in ((False, ["pending"]), (True, [])):
+        aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=None)
+        first = aligner.cap({A0: 0, A1: 0}, {A0: 100, A1: 3}, bounded=bounded, max_records=None)
+        log.calls.clear()
+        assert aligner.cap({A0: 0, A1: 0}, {A0: 100, A1: 3}, bounded=bounded, max_records=None) == first
+        assert log.calls == calls
 
 
 def test_a_recreated_partition_is_planned_from_its_new_log_not_from_what_was_known_of_the_old() -> None:
@@ -338,6 +362,201 @@ def test_status_round_trips_through_json() -> None:
     assert status.slowest == A0
     assert status.slowest_ms == 100
     assert AlignmentStatus.from_json(status.to_json()) == status
+
+
+# --- open transactions (read_committed) -------------------------------------------------------------------
+
+TICKS = [(100 + 10 * i, True) for i in range(81)]
+"""A partition with a record every 10 ms from 100 to 900."""
+
+
+@pytest.mark.parametrize(
+    ("name", "records", "open_from", "start", "idle", "bounded", "quiet_s", "caps", "states"),
+    [
+        (
+            "a partition behind an open transaction counts at its first pending record and holds the others",
+            {A0: [(100 + i, True) for i in range(5)], A1: TICKS},
+            {A0: 0},
+            {A0: 0, A1: 0},
+            None,
+            False,
+            0,
+            {A0: 0, A1: 5},  # A1 stops before 150: the drift past A0's pending 100
+            {A0: "active", A1: "held"},
+        ),
+        (
+            "read up to its open transaction: it counts there, not as empty",
+            {A0: [(100 + i, True) for i in range(10)] + [(200 + i, True) for i in range(5)], A1: TICKS},
+            {A0: 10},
+            {A0: 10, A1: 0},
+            None,
+            False,
+            0,
+            {A0: 10, A1: 15},  # A1 (the slowest, at 100) reads up to 250: the drift past A0's pending 200
+            {A0: "active", A1: "active"},
+        ),
+        (
+            "never idle by stream time: its pending records are not a partition gone quiet in the data",
+            {A0: [(100, True), (400, True), (350, True), (360, True)], A1: TICKS},
+            {A0: 2},
+            {A0: 2, A1: 0},
+            300,  # A0's newest readable record (400) is 500 behind A1's (900)
+            False,
+            0,
+            {A0: 2, A1: 30},  # A1 stops before 400: the drift past A0's pending 350
+            {A0: "active", A1: "active"},
+        ),
+        (
+            "its last stable offset unchanged for less than partitionIdleTimeout: it still holds the others",
+            {A0: [(100 + i, True) for i in range(5)], A1: TICKS},
+            {A0: 0},
+            {A0: 0, A1: 0},
+            300_000,
+            False,
+            299,
+            {A0: 0, A1: 5},
+            {A0: "active", A1: "held"},
+        ),
+        (
+            "its last stable offset unchanged for partitionIdleTimeout (the clock): idle, it holds no one",
+            {A0: [(100 + i, True) for i in range(5)], A1: TICKS},
+            {A0: 0},
+            {A0: 0, A1: 0},
+            300_000,
+            False,
+            300,
+            {A0: 0, A1: 81},
+            {A0: "idle", A1: "active"},
+        ),
+        (
+            "availableNow: at the end of the run behind an open transaction, it is finished",
+            {A0: [(100 + i, True) for i in range(5)], A1: TICKS},
+            {A0: 0},
+            {A0: 0, A1: 0},
+            None,
+            True,
+            0,
+            {A0: 0, A1: 81},
+            {A0: "finished", A1: "active"},
+        ),
+    ],
+)
+def test_open_transactions_decision_table(
+    name: str,
+    records: dict[TopicPartition, list[tuple[int, bool]]],
+    open_from: dict[TopicPartition, int],
+    start: dict[TopicPartition, int],
+    idle: int | None,
+    bounded: bool,
+    quiet_s: float,
+    caps: dict[TopicPartition, int],
+    states: dict[TopicPartition, str],
+) -> None:
+    """Drift 50; planned once, then again ``quiet_s`` seconds later with nothing new (the fake clock)."""
+    log = FakeLog(records, open_from=open_from)
+    now = [0.0]
+    aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=idle, clock=lambda: now[0])
+    latest = {tp: log.end(tp) for tp in records}
+    aligner.cap(start, latest, bounded=bounded, max_records=None)
+    now[0] += quiet_s
+    assert aligner.cap(start, latest, bounded=bounded, max_records=None) == caps, name
+    assert aligner.status is not None
+    assert {tp: p.state for tp, p in aligner.status.partitions.items()} == states, name
+
+
+def test_a_transaction_s_first_record_is_looked_up_once_per_last_stable_offset() -> None:
+    """The record at an offset is a fact of the log; whether one exists past the end is asked every plan."""
+    log = FakeLog({A0: [(100, True)] * 3, A1: TICKS, A2: [(100, True)]}, open_from={A0: 0})
+    aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=None)
+    start, latest = {A0: 0, A1: 0, A2: 1}, {A0: 0, A1: 81, A2: 1}
+    aligner.cap(start, latest, bounded=False, max_records=None)
+    log.calls.clear()
+    aligner.cap(start, latest, bounded=False, max_records=None)
+    assert log.calls == ["pending"]
+    assert log.asked_pending[-1] == {A1, A2}  # nothing was pending there, something may be now
+    assert aligner.status is not None
+    assert aligner.status.slowest == A0
+    assert aligner.status.slowest_pending
+
+
+def test_a_transaction_opening_past_an_idle_partition_makes_it_hold_the_others_for_the_timeout_again() -> (
+    None
+):
+    """Idle by the clock (nothing new for 5 minutes), A0 holds no one; a transaction opens past its end: that
+    is news, as a new record is, so A0 counts at the transaction's first record for 5 minutes more, then is
+    idle again if the transaction is still open."""
+    log = FakeLog({A0: [(100, True)], A1: TICKS})
+    now = [0.0]
+    aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=300_000, clock=lambda: now[0])
+    start = {A0: 1, A1: 0}
+
+    def plan() -> tuple[int, str]:
+        caps = aligner.cap(start, {tp: log.end(tp) for tp in log.records}, bounded=False, max_records=None)
+        assert aligner.status is not None
+        return caps[A1], aligner.status.partitions[A0].state
+
+    assert plan() == (5, "active")  # A1 before 150: the drift past A0's newest, 100
+    now[0] = 300
+    assert plan() == (81, "idle")
+    log.records[A0] += [(120, True), (130, True)]
+    log.open_from[A0] = 1
+    assert plan() == (7, "active")  # A1 before 170: the drift past A0's pending 120
+    now[0] = 599
+    assert plan() == (7, "active")
+    now[0] = 600
+    assert plan() == (81, "idle")
+
+
+def drain_open(
+    log: FakeLog,
+    aligner: EventTimeAligner,
+    position: dict[TopicPartition, int],
+    drift: int,
+    idle: int | None,
+    max_rows: int | None,
+) -> list[list[int]]:
+    """Plan and read batches until a plan moves nothing (the clock frozen: never idle by it); every plan
+    checked against a cold aligner. ``position`` is moved."""
+    latest = {tp: log.end(tp) for tp in log.records}
+    batches: list[list[int]] = []
+    for _ in range(500):
+        capped = aligner.cap(position, latest, bounded=False, max_records=max_rows)
+        cold = EventTimeAligner(replace(log, calls=[]), drift, idle, scan_limit=3, clock=lambda: 0.0)
+        assert cold.cap(position, latest, bounded=False, max_records=max_rows) == capped
+        end = apply_read_limit(position, capped, max_rows)
+        if end == position:
+            break
+        batches.append(
+            [ts for tp, s in position.items() for ts, visible in log.records[tp][s : end[tp]] if visible]
+        )
+        position.update(end)
+    return batches
+
+
+@settings(max_examples=300)
+@given(
+    data=st.data(),
+    disorder=st.integers(0, 30),
+    drift=st.integers(1, 120),
+    idle=st.none() | st.integers(1, 300),
+    max_rows=st.none() | st.integers(1, 12),
+)
+def test_an_open_transaction_s_records_are_not_late_when_it_ends(
+    data: st.DataObject, disorder: int, drift: int, idle: int | None, max_rows: int | None
+) -> None:
+    """Transactions open past some partitions' last stable offsets while the query catches up, then end
+    (each record committed or aborted as drawn): with withWatermark(drift + disorder) nothing is late."""
+    records = data.draw(logs(disorder))
+    open_from = {
+        tp: data.draw(st.integers(0, len(r))) for tp, r in records.items() if data.draw(st.booleans())
+    }
+    log = FakeLog(records, open_from=dict(open_from))
+    aligner = EventTimeAligner(log, drift, idle, scan_limit=3, clock=lambda: 0.0)
+    position = dict.fromkeys(records, 0)
+    batches = drain_open(log, aligner, position, drift, idle, max_rows)
+    log.open_from.clear()  # the transactions end
+    batches += drain_open(log, aligner, position, drift, idle, max_rows)
+    assert watermark_drops(batches, drift + disorder) == []
 
 
 # --- properties -----------------------------------------------------------------------------------------
