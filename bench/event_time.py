@@ -40,8 +40,10 @@ T = 1_700_000_000_000 // HOUR * HOUR
 
 
 def create(conf: dict[str, str], topic: str, partitions: int) -> None:
+    """Without time retention: the records' timestamps are from 2023, and the broker's retention check (every
+    5 minutes) deleted the logs under a run that lasted longer (a drain then read 0 rows, or lost offsets)."""
     admin = AdminClient(conf)  # must outlive its futures
-    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+    for f in admin.create_topics([NewTopic(topic, partitions, 1, config={"retention.ms": "-1"})]).values():
         f.result(30)
 
 

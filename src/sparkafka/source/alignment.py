@@ -283,7 +283,7 @@ def settle(
         partitions[tp] = PartitionEventTime(t.event_time_ms, state)
     slowest = None if decision.slowest is None else times[decision.slowest]
     quiet = slowest is not None and not slowest.readable
-    pending = quiet and slowest is not None and slowest.next is None and slowest.pending is not None
+    pending = slowest is not None and not slowest.readable and slowest.pending is not None
     return AlignmentStatus(bound_ms, decision.slowest, partitions, drift_ms, idle_timeout_ms, quiet, pending)
 
 
