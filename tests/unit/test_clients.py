@@ -617,13 +617,24 @@ class GroupReader:
     """A Consumer of the group as ``AdminMetadata._committed`` uses it: ``committed`` answers from a script
     (an offset per partition, or an exception), ``poll`` hands over the error events it was given."""
 
-    def __init__(self, answers: list[dict[TopicPartition, int] | BaseException], events: list[int]) -> None:
+    def __init__(
+        self,
+        answers: list[dict[TopicPartition, int] | BaseException],
+        events: list[int],
+        clock: FakeClock | None = None,
+        takes_s: float = 0.0,
+    ) -> None:
         self.answers, self.events = answers, [_Event(c) for c in events]
         self.asked: list[list[TopicPartition]] = []
+        self.timeouts: list[float] = []
         self.closed = False
+        self.clock, self.takes_s = clock, takes_s
 
     def committed(self, partitions: list[Any], timeout: float) -> list[_GroupPartition]:
         self.asked.append([TopicPartition(p.topic, p.partition) for p in partitions])
+        self.timeouts.append(timeout)
+        if self.clock is not None:
+            self.clock.now += self.takes_s  # the answer took this long
         answer = self.answers[0] if len(self.answers) == 1 else self.answers.pop(0)
         if isinstance(answer, BaseException):
             raise answer
@@ -636,11 +647,13 @@ class GroupReader:
         self.closed = True
 
 
-def group_metadata(reader: GroupReader, topics: dict[str, int]) -> tuple[AdminMetadata, FakeClock]:
-    clock = FakeClock()
+def group_metadata(
+    reader: GroupReader, topics: dict[str, int], clock: FakeClock | None = None, timeout_s: float = 30
+) -> tuple[AdminMetadata, FakeClock]:
+    clock = clock or FakeClock()
     admin = FakeAdmin([], topics)
     meta = AdminMetadata(
-        CONF, 30, clock=clock, sleep=clock.sleep, admin=admin, group_reader=lambda _g: reader
+        CONF, timeout_s, clock=clock, sleep=clock.sleep, admin=admin, group_reader=lambda _g: reader
     )
     return meta, clock
 
@@ -656,6 +669,18 @@ def test_every_committed_partition_is_asked_in_chunks_and_only_the_committed_one
     assert meta.committed("g") == {A1: 4, B0: 0}  # a-0 has nothing committed: left out; internal never asked
     assert reader.asked == [[A0, A1], [B0]]
     assert reader.closed
+
+
+def test_each_chunk_waits_only_for_the_time_its_lookup_has_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of one lookup share its deadline: the third of three slow answers may not wait 5 s again."""
+    import sparkafka.client.metadata as metadata_module
+
+    monkeypatch.setattr(metadata_module, "OFFSET_FETCH_CHUNK", 1)
+    clock = FakeClock()
+    reader = GroupReader([{A0: 1, A1: 2, B0: 3}], [], clock=clock, takes_s=4.0)
+    meta, _ = group_metadata(reader, {"a": 2, "b": 1}, clock, timeout_s=10)
+    assert meta.committed("g") == {A0: 1, A1: 2, B0: 3}
+    assert reader.timeouts == [5.0, 5.0, 2.0]  # 10 s in all: 4 s and 4 s spent, 2 s left for the last
 
 
 def test_a_group_the_user_may_not_describe_is_one_sentence_at_once_not_a_time_out() -> None:

@@ -98,7 +98,7 @@ _LEADERLESS_CODES = {
     78,  # OFFSET_NOT_AVAILABLE: a new leader whose high watermark is not caught up yet
     -195,  # _TRANSPORT: the connection to the (dead) leader broke or was refused
     -187,  # _ALL_BROKERS_DOWN: every broker the client is connected to is down
-    -185,  # _TIMED_OUT: no answer in time, e.g. waiting for a dead leader to come back
+    -185,  # TIMED_OUT: no answer in time, e.g. waiting for a dead leader to come back
     -180,  # _WAIT_COORD: waiting for the coordinator
     -137,  # _DESTROY_BROKER: the request's broker left the cluster metadata (killed) while it waited
 }
@@ -111,6 +111,8 @@ _TRANSIENT_CODES = {
     -193,  # _RESOLVE: a broker's name did not resolve (DNS hiccup, a broker being replaced)
 }
 UNKNOWN_TOPIC_OR_PARTITION = 3
+TIMED_OUT = -185
+"""librdkafka's _TIMED_OUT (retried, in the codes above): no answer within the call's own timeout."""
 UNSTABLE_OFFSET_COMMIT = 88
 """OffsetFetch while a transactional offset commit of the group is pending: ask again once it ends."""
 

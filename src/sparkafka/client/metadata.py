@@ -19,6 +19,7 @@ from sparkafka.client.conf import against_servers
 from sparkafka.client.core import (
     DEFAULT_TIMEOUT_S,
     LEADER_ELECTION_S,
+    TIMED_OUT,
     UNKNOWN_TOPIC_OR_PARTITION,
     admin_client,
     broker_error,
@@ -82,29 +83,29 @@ COORDINATOR_WAIT_S = 5.0
 """How long one OffsetFetch waits for the group's coordinator before the consumer's error events are read:
 librdkafka waits out the whole timeout when FindCoordinator is refused by ACL, and reports that only there."""
 
-_TIMED_OUT = -185  # librdkafka's _TIMED_OUT
-
 
 def _offset_fetch(consumer: Any, tps: list[TopicPartition], left: float) -> list[Any]:
-    """One OffsetFetch of ``tps`` by a Consumer of the group, waiting at most ``COORDINATOR_WAIT_S``.
+    """One OffsetFetch of ``tps`` by a Consumer of the group, waiting at most ``COORDINATOR_WAIT_S`` (and
+    ``left``, the time its caller has left).
 
     A time-out is replaced by the error the consumer reported meanwhile, if any (GROUP_AUTHORIZATION_FAILED
     from FindCoordinator: then a refusal in one sentence at once, not a time-out after ``timeout_s``), else
-    raised as ``TimeoutError``, which ``with_retries`` asks again within its time.
+    raised as ``TimeoutError`` (worded; librdkafka's own time-out would be retried alike), which
+    ``with_retries`` asks again within its time.
     """
     from confluent_kafka import KafkaException
     from confluent_kafka import TopicPartition as CTopicPartition
 
     asked = [CTopicPartition(tp.topic, tp.partition) for tp in tps]
+    wait = min(left, COORDINATOR_WAIT_S)
     try:
-        return list(consumer.committed(asked, timeout=min(left, COORDINATOR_WAIT_S)))
+        return list(consumer.committed(asked, timeout=wait))
     except KafkaException as e:
-        if error_code(e) != _TIMED_OUT:
+        if error_code(e) != TIMED_OUT:
             raise
         while (event := consumer.poll(0)) is not None:
             if event.error() is not None:
                 raise KafkaException(event.error()) from e
-        wait = min(left, COORDINATOR_WAIT_S)
         raise TimeoutError(f"no answer within {wait:.1f} s from the group's coordinator") from e
 
 
@@ -492,10 +493,11 @@ class AdminMetadata:
         def attempt(left: float) -> list[Any]:
             if not readers:  # made here, so that a setting the consumer refuses is worded as any failure
                 readers.append(self._group_reader(group_id))
+            deadline = self._clock() + left
             answer: list[Any] = []
             for start in range(0, len(wanted), OFFSET_FETCH_CHUNK):
-                chunk = wanted[start : start + OFFSET_FETCH_CHUNK]
-                answer += _offset_fetch(readers[0], chunk, left)
+                chunk = wanted[start : start + OFFSET_FETCH_CHUNK]  # each waits only for the time still left
+                answer += _offset_fetch(readers[0], chunk, max(deadline - self._clock(), 0.001))
             raise_leaderless(answer)  # else read as "nothing committed"
             return answer
 
