@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -52,10 +53,20 @@ MANYLINUX_LIBS = {
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory with this tree's sparkafka wheel and the native wheel ``make native`` built."""
     out = tmp_path_factory.mktemp("wheels")
-    subprocess.run(
-        [sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(out), str(ROOT)],
-        check=True,
+    # Built from a copy of what the wheel is made of: setuptools writes build/ and an egg-info beside its
+    # sources, which in the checkout would be shared with any other build running there.
+    tree = tmp_path_factory.mktemp("tree")
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(ROOT / name, tree / name)
+    shutil.copytree(ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(out), str(tree)],
         capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert built.returncode == 0, (
+        f"building the wheel failed:\n{built.stdout[-3000:]}\n{built.stderr[-3000:]}"
     )
     native = sorted((ROOT / ".venv" / "native-wheels").glob("sparkafka_native-*.whl"))
     assert native, "no sparkafka_native wheel in .venv/native-wheels: run `make native`"
