@@ -99,8 +99,10 @@ def _columns() -> InputColumns:
 
 # -- transactions the coordinator cannot speak for any more ------------------------------------------------
 
-TXN_TIMEOUT_MS = 4_000
-"""The batch's transactions' timeout on the forgetting broker: the open one is aborted a few seconds in."""
+TXN_TIMEOUT_MS = 8_000
+"""The batch's transactions' timeout on the forgetting broker: the open one is aborted 8 s in. The commit
+refuses a batch older than this less its margin, 4 s here: room for two tasks on a loaded machine (at 4_000
+the margin was 2 s, and a run beside other work took 2.1 s and was refused)."""
 
 
 @pytest.fixture(scope="module")

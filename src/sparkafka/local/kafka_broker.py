@@ -38,6 +38,12 @@ __all__ = ["ApacheKafka"]
 
 log = logging.getLogger(__name__)
 
+JAVA_OPTIONS_ENV = "SPARKAFKA_BROKER_JAVA_OPTS"
+"""An environment variable of JVM options added to every node's (and the storage tool's) command, after
+the defaults. The tests set ``-XX:TieredStopAtLevel=1`` (tests/support/plugin.py): their brokers start often
+and carry little, so the C2 compiler's CPU at start costs more than it returns. Unset for the demo and the
+benchmarks, which run with the JVM's defaults."""
+
 _LOG4J = """\
 status = warn
 appender.out.type = Console
@@ -204,6 +210,7 @@ class ApacheKafka(Service):
             "-XX:MaxGCPauseMillis=20",
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
+            *os.environ.get(JAVA_OPTIONS_ENV, "").split(),
             "-cp",
             f"{self._libs}/*",
             main,
