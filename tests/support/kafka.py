@@ -29,7 +29,10 @@ def produce(
     """Produce each value round-robin over ``partitions`` (each record its own batch); returns the values."""
     from confluent_kafka import Producer
 
-    producer = Producer(exact_latest_producer_conf(conf))
+    # Idempotent, so that records land in the order produced: without it a request refused on a fresh
+    # topic (its leader not yet known everywhere) is retried after the ones behind it (each record is its
+    # own request here), and a partition's first record can end up last (seen: g16, g18, g0).
+    producer = Producer({**exact_latest_producer_conf(conf), "enable.idempotence": "true"})
     out = []
     for i, value in enumerate(values):
         kwargs: dict[str, Any] = {"partition": i % partitions, "key": f"k{i}".encode()}
