@@ -290,14 +290,14 @@ def settle(
 class EventTimeAligner:
     """Caps each micro-batch's end offsets by event time; lives in Spark's source runner (driver side).
 
-    Per plan it asks the log for: the newest record of partitions whose latest offset moved (one
-    ListOffsets for all), the first record at positions it does not know yet (the batch's start, its
-    planned ends: a fetch for all), the first record at the bound for partitions that reach it (one
-    ListOffsets for all), and, except under availableNow, the first record past each partition's end
+    Per plan it asks the log for, in this order: the newest record of partitions whose latest offset moved
+    (one ListOffsets for all); except under availableNow, the first record past each partition's end
     (``EventTimeLog.pending``: under read_committed one ListOffsets, and a fetch where a transaction is
-    open). Known answers are kept: they are facts of the log at an offset, so the plan does
-    not depend on them being there. The ends planned for one batch are the next one's start, so in a
-    catch-up most starts are known already.
+    open), after the newest so that an open transaction is never missed by both (``cap``); the first
+    record at positions it does not know yet (the batch's start, its planned ends: a fetch for all); the
+    first record at the bound for partitions that reach it (one ListOffsets for all). Known answers are
+    kept: they are facts of the log at an offset, so the plan does not depend on them being there. The
+    ends planned for one batch are the next one's start, so in a catch-up most starts are known already.
 
     Args:
         log: the log to ask (Kafka in production).
@@ -367,6 +367,13 @@ class EventTimeAligner:
             for old in [o for o in known if o < pos]:
                 del known[old]
         pending = not bounded  # under availableNow a partition at its end is finished: nothing to look up
+        # The newest records first, then what lies past the ends: a transaction that opens between the two
+        # is then seen by the second (a partition read to its end counts at its first record), and one open
+        # at the first was open at the second too. Asked the other way round, a transaction opening in
+        # between was missed by the pending lookup while ListOffsets MAX_TIMESTAMP already answered nothing
+        # (its newest record past the last stable offset): the partition looked empty for a plan, and the
+        # others read ahead past the drift.
+        self._ask_newest(latest)
         if pending:
             self._look_past_ends(latest)
         times = self._times(start, latest, pending=pending)
@@ -468,11 +475,7 @@ class EventTimeAligner:
         ``pending``: with the first record past the end of partitions with nothing to read there, as this
         plan looked it up (``_look_past_ends``).
         """
-        stale = [tp for tp in positions if tp not in self._newest or self._newest[tp][0] != latest[tp]]
-        if stale:
-            found = self._log.newest(stale)
-            for tp in stale:
-                self._newest[tp] = (latest[tp], found.get(tp))
+        self._ask_newest({tp: latest[tp] for tp in positions})
         lookup = {}
         for tp, pos in positions.items():
             newest = self._newest[tp][1]
@@ -496,6 +499,15 @@ class EventTimeAligner:
             )
             for tp, pos in positions.items()
         }
+
+    def _ask_newest(self, latest: Mapping[TopicPartition, int]) -> None:
+        """The newest record of each partition whose latest offset moved since it was asked (one ListOffsets
+        MAX_TIMESTAMP for all)."""
+        stale = [tp for tp, end in latest.items() if self._newest.get(tp, (None,))[0] != end]
+        if stale:
+            found = self._log.newest(stale)
+            for tp in stale:
+                self._newest[tp] = (latest[tp], found.get(tp))
 
     def _pending_at(self, tp: TopicPartition, end: int) -> TimestampedOffset | None:
         known = self._pending.get(tp)

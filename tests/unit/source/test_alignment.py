@@ -507,6 +507,67 @@ def test_a_transaction_opening_past_an_idle_partition_makes_it_hold_the_others_f
     assert plan() == (81, "idle")
 
 
+@dataclass
+class OpeningLog(FakeLog):
+    """A ``FakeLog`` in which a transaction opens past ``tp``'s end (its first records ``opened``) just
+    before the lookup numbered ``before_call`` (0: the plan's first), as one may between any two requests."""
+
+    tp: TopicPartition = A0
+    opened: list[tuple[int, bool]] = field(default_factory=list)
+    before_call: int = 0
+    _made: int = 0
+
+    def _tick(self) -> None:
+        if self._made == self.before_call:
+            self.open_from[self.tp] = len(self.records[self.tp])
+            self.records[self.tp] += self.opened
+        self._made += 1
+
+    def newest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, TimestampedOffset | None]:
+        self._tick()
+        return super().newest(tps)
+
+    def at_time(
+        self, tps: Iterable[TopicPartition], timestamp_ms: int
+    ) -> dict[TopicPartition, TimestampedOffset | None]:
+        self._tick()
+        return super().at_time(tps, timestamp_ms)
+
+    def scan(
+        self, ranges: Mapping[TopicPartition, tuple[int, int]], at_least_ms: int | None, max_records: int
+    ) -> dict[TopicPartition, Scan]:
+        self._tick()
+        return super().scan(ranges, at_least_ms, max_records)
+
+    def pending(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, TimestampedOffset | None]:
+        self._tick()
+        return super().pending(ends)
+
+
+@pytest.mark.parametrize("before_call", range(6))
+def test_a_transaction_opening_between_two_lookups_of_a_plan_never_lets_the_others_pass_it(
+    before_call: int,
+) -> None:
+    """A0 read to its end (records at 100-104), A1 with a record every 10 ms from 100 to 900, drift 50; the
+    driver looked up the ends (A0: 5) before a transaction opened past A0 with records at 120 and 130, newer
+    than any A0 holds. Whichever lookup of the plan comes first after it opened, A0 counts at 104 (its
+    newest, the transaction unseen) or at 120 (the transaction's first record): A1 reads nothing at or past
+    170. Planned with the pending lookup before MAX_TIMESTAMP, a transaction opening between the two was
+    missed by the first while the second answered nothing (the newest record past the last stable offset):
+    A0 looked empty, and A1 read to 900."""
+    log = OpeningLog(
+        {A0: [(100 + i, True) for i in range(5)], A1: TICKS},
+        opened=[(120, True), (130, True)],
+        before_call=before_call,
+    )
+    aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=None)
+    caps = aligner.cap({A0: 5, A1: 0}, {A0: 5, A1: 81}, bounded=False, max_records=None)
+    assert caps[A0] == 5
+    assert caps[A1] <= 7, log.calls  # TICKS[7] is at 170
+    assert aligner.status is not None
+    assert aligner.status.partitions[A0].state == "active"
+
+
 def drain_open(
     log: FakeLog,
     aligner: EventTimeAligner,
