@@ -4,7 +4,8 @@ Runs on the driver side (Spark's source runner, planning a micro-batch) with one
 process and settings, assigned only for the lookup. Kafka has no request for "the timestamp of the record at
 offset N": a fetch from N returns the record batch holding N, so a lookup costs one fetch round trip for
 all partitions and about one record batch per partition. The consumer keeps at most ``queued.min.messages``
-records per partition queued, so it does not read ahead past what a lookup needs.
+records per partition queued, so it does not read ahead past what a lookup needs, and a lookup of one record
+a partition fetches at most 64 KiB a partition (or the one record batch holding it, when larger).
 
 Measured (2026-11-28, 100 partitions of 2,000 records, one lookup of the first record at a position in
 each): 146 ms a lookup, and 1 s or more one time in three, before two settings below. librdkafka waits
@@ -34,9 +35,19 @@ from sparkafka.client.core import (
 )
 from sparkafka.structs import TimestampedOffset, TopicPartition
 
-__all__ = ["scan_times"]
+__all__ = ["lookup_settings", "scan_times"]
 
 _QUEUED_PER_PARTITION = 1000
+
+_FIRST_RECORD_FETCH_BYTES = 64 * 1024
+"""``max.partition.fetch.bytes`` of a lookup of one record a partition (librdkafka's default, 1 MiB, or what
+``kafka.max.partition.fetch.bytes`` sets for the executors' reads, would bring up to that much a partition
+for one record's timestamp). The broker still answers with the whole first record batch when it is larger
+(KIP-74), so the lookup always gets its record. ``fetch.max.bytes`` is left as it is: librdkafka requires
+it to be at least ``message.max.bytes`` (1 MB), and the per-partition cap already bounds a fetch to 64 KiB
+(or one record batch) a partition."""
+
+_FETCH_BYTES_KEYS = ("max.partition.fetch.bytes", "fetch.message.max.bytes")
 
 
 def scan_times(
@@ -66,7 +77,7 @@ def scan_times(
     }
     if not todo:
         return out
-    consumer = _consumer(conf)
+    consumer = _consumer(conf, first_only=max_records == 1)
     deadline = time.monotonic() + timeout_s
     learn_topics(consumer, {tp.topic for tp in todo}, timeout_s)
     consumer.assign(
@@ -134,9 +145,15 @@ def _outcome(
     return (None, offset + 1) if last else None
 
 
-def _consumer(conf: Mapping[str, str]) -> Any:
-    settings = {
-        **{k: v for k, v in conf.items() if k not in ("group.id", "enable.auto.commit", "auto.offset.reset")},
+def lookup_settings(conf: Mapping[str, str], *, first_only: bool) -> dict[str, str]:
+    """The lookup consumer's settings for ``conf``. ``first_only``: for lookups of one record a partition,
+    whose fetches are capped at ``_FIRST_RECORD_FETCH_BYTES`` a partition whatever ``conf`` sets. Scans for
+    the bound (alignment's ``SCAN_LIMIT`` records at most) keep the fetch size of ``conf``."""
+    own = ("group.id", "enable.auto.commit", "auto.offset.reset", *(_FETCH_BYTES_KEYS if first_only else ()))
+    capped = {"max.partition.fetch.bytes": str(_FIRST_RECORD_FETCH_BYTES)} if first_only else {}
+    return {
+        **{k: v for k, v in conf.items() if k not in own},
+        **capped,
         "group.id": "sparkafka-record-times",  # required by librdkafka; never joined or committed
         "enable.auto.commit": "false",
         "enable.partition.eof": "true",
@@ -145,4 +162,10 @@ def _consumer(conf: Mapping[str, str]) -> Any:
         "fetch.queue.backoff.ms": "0",  # a partition assigned again is fetched at once (module docstring)
         "fetch.wait.max.ms": fetch_wait_ms(conf),
     }
+
+
+def _consumer(conf: Mapping[str, str], *, first_only: bool) -> Any:
+    """The process's lookup consumer for these settings (``lookup_settings``): one for first records, one
+    for scans."""
+    settings = lookup_settings(conf, first_only=first_only)
     return cached("record-times-consumer", settings, lambda: new_consumer(settings), lambda c: c.close())
