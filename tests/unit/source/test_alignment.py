@@ -477,6 +477,9 @@ def test_a_transaction_s_first_record_is_looked_up_once_per_last_stable_offset()
     assert aligner.status is not None
     assert aligner.status.slowest == A0
     assert aligner.status.slowest_pending
+    hold = aligner.status.describe_hold() or ""
+    assert "a-0 waits for a transaction left open" in hold
+    assert "kafka-transactions.sh find-hanging" in hold  # the operator's remedy for a hanging one
 
 
 def test_a_transaction_opening_past_an_idle_partition_makes_it_hold_the_others_for_the_timeout_again() -> (
