@@ -22,11 +22,13 @@ there while a transaction is open past its end (the last stable offset), the fir
 read_uncommitted sees it (``PartitionTimes.pending``: the record it reads, or reads past, once the
 transaction ends; ListOffsets answers nothing at or past the last stable offset, so without it such a
 partition looked empty, held no one back, and its records were late when the transaction committed); for a
-partition with nothing left, the largest timestamp it holds (ListOffsets MAX_TIMESTAMP). All are facts of
-the log at offsets, so planning after a restart, with every in-process cache gone, decides exactly as the
-process that planned before it: the plan depends on the offsets in Spark's checkpoint and the log, not on
-the history of the process. The max seen so far (Flink's bounded-out-of-orderness generator) would need
-that history, which the offsets JSON does not hold. The definition never overstates where a partition is:
+partition with nothing left, the largest timestamp it holds (ListOffsets MAX_TIMESTAMP). Each is determined
+by the log, the batch's start (the offsets in Spark's checkpoint) and the partition's end as this plan looks
+it up, so planning after a restart, with every in-process cache gone, decides as the process that planned
+before it would have: the plan does not depend on the history of the process. An open transaction's first
+record counts before it is known to commit: the disorder D below is that of the log as read_uncommitted
+reads it, aborted records included. The max seen so far (Flink's bounded-out-of-orderness generator) would
+need that history, which the offsets JSON does not hold. The definition never overstates where a partition is:
 when its timestamps are out of order by at most D (every record is at least the largest earlier timestamp
 minus D), each record it delivers later is at least its event time minus D, so the guarantee holds with
 ``delay >= drift + D``; with timestamps in order (per partition), ``delay >= drift``.
@@ -53,8 +55,9 @@ far bound its next ones). Not counted:
 
 **Progress is always possible**: the bound is at least the drift past the slowest partition's next record,
 so when that partition has records to read, the batch may include its next one; a batch never stalls on
-alignment alone. A quiet partition does hold the others back until ``partitionIdleTimeout`` says it is idle,
-as in Flink.
+alignment alone. A quiet partition, or one behind an open transaction, does hold the others back until
+``partitionIdleTimeout`` says it is idle, as in Flink; without it, until it gets records or the transaction
+ends (the broker aborts a transaction left open after its timeout; a hanging one, only an operator).
 
 The decision (``decide``, ``slowest_after``, ``cap_known``, ``cap_at_cut``, ``cap_after_scan``, ``settle``)
 is pure; ``EventTimeAligner`` asks the log (an ``EventTimeLog``: Kafka in production, a fake in tests) and
