@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sparkafka.client.record_times import lookup_settings
+from sparkafka.client.record_times import _outcome, lookup_settings
+from sparkafka.structs import TimestampedOffset, TopicPartition
 
 CONF = {"bootstrap.servers": "127.0.0.1:9", "fetch.wait.max.ms": "5", "group.id": "the-users"}
 
@@ -28,3 +29,31 @@ def test_a_scan_for_the_bound_keeps_the_fetch_size_it_was_given() -> None:
     assert "max.partition.fetch.bytes" not in lookup_settings(CONF, first_only=False)
     given = {**CONF, "max.partition.fetch.bytes": "8388608"}
     assert lookup_settings(given, first_only=False)["max.partition.fetch.bytes"] == "8388608"
+
+
+class _Record:
+    """A fetched data record as confluent-kafka gives it (no error)."""
+
+    def __init__(self, offset: int, timestamp_ms: int) -> None:
+        self._offset, self._timestamp_ms = offset, timestamp_ms
+
+    def error(self) -> None:
+        return None
+
+    def offset(self) -> int:
+        return self._offset
+
+    def timestamp(self) -> tuple[int, int]:
+        return 1, self._timestamp_ms
+
+
+def test_a_record_below_the_scans_start_is_no_answer() -> None:
+    """The log truncated under a scan (its start past the new end): the consumer resets to the log's start
+    (auto.offset.reset=earliest) and fetches records below the range. Taken as the range's first record it
+    would be cached as the record at a position it lies before."""
+    tp = TopicPartition("t", 0)
+    for last in (False, True):
+        assert _outcome(CONF, tp, _Record(5, 100), (10, 20), at_least_ms=None, last=last) is None
+        assert _outcome(CONF, tp, _Record(5, 100), (10, 20), at_least_ms=50, last=last) is None
+    found = _outcome(CONF, tp, _Record(12, 100), (10, 20), at_least_ms=None, last=False)
+    assert found == (TimestampedOffset(12, 100), 12)

@@ -66,7 +66,7 @@ def scan_times(
     below it (``(None, offset after the last)``), at ``end`` (``(None, end)``), or at the end of the
     partition as the isolation level reads it (``(None, that offset)``). Records a read_committed reader
     skips (aborted transactions, markers) are not looked at. An offset below the log's start scans from
-    the log's start.
+    the log's start; records below ``start`` (a log truncated under it) are not answers nor looked at.
 
     Raises:
         BrokerError: the scan did not finish within ``timeout_s`` (or the fetch failed, not retriably).
@@ -101,7 +101,7 @@ def scan_times(
                 tp = TopicPartition(msg.topic(), msg.partition())
                 if tp not in todo:
                     continue  # done with it already; what the fetch brought beyond is dropped
-                looked[tp] += msg.error() is None
+                looked[tp] += msg.error() is None and int(msg.offset()) >= todo[tp][0]
                 outcome = _outcome(
                     conf, tp, msg, todo[tp], at_least_ms=at_least_ms, last=looked[tp] >= max_records
                 )
@@ -140,6 +140,11 @@ def _outcome(
             return None  # librdkafka finds the new leader, or starts at the log's start, itself
         raise broker_error(f"fetching {tp} to look up record timestamps", conf, error)
     offset, timestamp = int(msg.offset()), int(msg.timestamp()[1])
+    if offset < start:
+        # Below the scan's start: the log was truncated under it (an unclean leader election) and
+        # auto.offset.reset started it at the log's start. Not an answer about the range: it goes on (to
+        # the range, or to the end of the log, which then says nothing lies in it).
+        return None
     if offset >= end:
         return None, end
     if at_least_ms is None or timestamp >= at_least_ms:
