@@ -154,8 +154,9 @@ def _outcome(
 
 def lookup_settings(conf: Mapping[str, str], *, first_only: bool) -> dict[str, str]:
     """The lookup consumer's settings for ``conf``. ``first_only``: for lookups of one record a partition,
-    whose fetches are capped at ``_FIRST_RECORD_FETCH_BYTES`` a partition (or what ``conf`` sets, when lower). Scans for
-    the bound (alignment's ``SCAN_LIMIT`` records at most) keep the fetch size of ``conf``."""
+    whose fetches are capped at ``_FIRST_RECORD_FETCH_BYTES`` a partition (or what ``conf`` sets, when
+    lower). Scans for the bound (alignment's ``SCAN_LIMIT`` records at most) keep
+    the fetch size of ``conf``."""
     own = ("group.id", "enable.auto.commit", "auto.offset.reset", *(_FETCH_BYTES_KEYS if first_only else ()))
     capped = {}
     if first_only:
