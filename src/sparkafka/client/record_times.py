@@ -36,7 +36,7 @@ from sparkafka.client.core import (
 )
 from sparkafka.structs import TimestampedOffset, TopicPartition
 
-__all__ = ["lookup_settings", "scan_times"]
+__all__ = ["last_times", "lookup_settings", "scan_times"]
 
 _QUEUED_PER_PARTITION = 1000
 
@@ -116,6 +116,74 @@ def scan_times(
             consumer.resume(paused)  # the consumer is reused: no partition stays paused for the next lookup
         consumer.unassign()
     return out
+
+
+def last_times(
+    conf: Mapping[str, str],
+    ranges: Mapping[TopicPartition, tuple[int, int]],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> dict[TopicPartition, TimestampedOffset | None]:
+    """Per ``(start, end)`` range: the last record in it that this isolation level reads (never a
+    transaction marker; read_committed, never an aborted record), by reading the range; None: none there.
+
+    Raises:
+        BrokerError: the read did not finish within ``timeout_s`` (or the fetch failed, not retriably).
+    """
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    todo = {tp: r for tp, r in ranges.items() if r[0] < r[1]}
+    out: dict[TopicPartition, TimestampedOffset | None] = dict.fromkeys(ranges)
+    if not todo:
+        return out
+    consumer = _consumer(conf, first_only=False)
+    deadline = time.monotonic() + timeout_s
+    learn_topics(consumer, {tp.topic for tp in todo}, timeout_s)
+    consumer.assign(
+        [CTopicPartition(tp.topic, tp.partition, start) for tp, (start, _) in sorted(todo.items())]
+    )
+    paused = []
+    try:
+        while todo:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                missing = ", ".join(map(str, sorted(todo)))
+                raise broker_error(f"looking up the last records of {missing}", conf, "timed out")
+            for msg in next_messages(consumer, 10_000, min(left, 0.1)):
+                tp = TopicPartition(msg.topic(), msg.partition())
+                if tp not in todo:
+                    continue
+                record, done = _last_outcome(conf, tp, msg, todo[tp])
+                if record is not None:
+                    out[tp] = record
+                if done:
+                    del todo[tp]
+                    paused.append(CTopicPartition(tp.topic, tp.partition))
+                    consumer.pause(paused[-1:])
+    finally:
+        if paused:
+            consumer.resume(paused)
+        consumer.unassign()
+    return out
+
+
+def _last_outcome(
+    conf: Mapping[str, str], tp: TopicPartition, msg: Any, scan: tuple[int, int]
+) -> tuple[TimestampedOffset | None, bool]:
+    """For ``last_times``: the record ``msg`` is, if in the range, and whether the read of ``tp`` is done
+    (the range's last offset or past it, or the end of the log)."""
+    from confluent_kafka import KafkaError
+
+    start, end = scan
+    error = msg.error()
+    if error is not None:
+        if is_leaderless(error) or error.code() == KafkaError._AUTO_OFFSET_RESET:
+            return None, False  # librdkafka finds the new leader, or starts at the log's start, itself
+        if error.code() != KafkaError._PARTITION_EOF:
+            raise broker_error(f"fetching {tp} to look up its last record", conf, error)
+        return None, True  # the end of the log as this reader sees it
+    offset = int(msg.offset())
+    record = TimestampedOffset(offset, int(msg.timestamp()[1])) if start <= offset < end else None
+    return record, offset >= end - 1
 
 
 def _outcome(
