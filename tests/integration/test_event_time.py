@@ -300,3 +300,67 @@ def test_a_partition_behind_an_open_transaction_holds_the_others_and_none_of_its
     assert sum(expected.values()) == 10 + len(pending) + len(others)  # what was produced, committed
     assert counts == expected
     assert dropped == 0
+
+
+def test_a_commit_marker_newer_than_its_records_does_not_let_the_others_race_ahead(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, kafka: Kafka, tmp_path: Path
+) -> None:
+    """Partition 0: thirty records stamped an hour before T, committed in a transaction, whose COMMIT marker
+    carries the broker's clock (now, years after T); partition 1: a backlog from 50 minutes before T to T.
+    Read with a drift of 10 minutes into a windowed count with a 10-minute watermark, partition 0 is read to
+    its end at once; ListOffsets MAX_TIMESTAMP answers its marker, and taken as its event time partition 1
+    read to T, so partition 0's next transaction (55 minutes before T) was an hour behind the watermark:
+    all late. It now counts at its last record, and partition 1 waits within the drift of it."""
+    topic = kafka.topic(partitions=2)
+    p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    txn = Producer({**kafka_conf, "transactional.id": f"old-{uuid.uuid4().hex[:8]}"})
+    txn.init_transactions(30)
+    metadata = AdminMetadata(kafka_conf)  # read_committed: the last stable offset
+
+    def commit(timestamps: list[int], end: int) -> None:
+        """A transaction of ``timestamps``, committed; ``end``: the last stable offset after its marker."""
+        txn.begin_transaction()
+        for timestamp in timestamps:
+            txn.produce(topic, b"v", partition=0, timestamp=timestamp)
+        txn.commit_transaction(30)
+        wait_until(lambda: metadata.latest([p0])[p0] >= end, 30, "the commit marker")
+
+    first = [T - HOUR + i * 10_000 for i in range(30)]  # to 55 min 10 s before T
+    commit(first, 31)
+    backlog = [T - 50 * MINUTE + i * 10_000 for i in range(300)]
+    produce(kafka_conf, topic, [(1, ts) for ts in backlog])
+    ck = str(tmp_path / "ck")
+    df = source(spark, bootstrap, subscribe=topic, startingOffsets="earliest", maxEventTimeDrift="10 minutes")
+    counts: dict[dt.datetime, int] = {}
+
+    def collect(batch: Any, _batch_id: int) -> None:
+        for row in batch.collect():
+            counts[row["start"]] = row["count"]
+
+    query = (
+        window_counts(df.withWatermark("timestamp", "10 minutes"))
+        .writeStream.outputMode("update")
+        .foreachBatch(collect)
+        .option("checkpointLocation", ck)
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        ends = checkpoint_batches(ck)[0]
+        # Partition 1 reads below the drift past partition 0's last record, not past its marker's time.
+        assert ends[max(ends)] == {p0: 31, p1: sum(ts < first[-1] + 10 * MINUTE for ts in backlog)}
+        second = [T - 55 * MINUTE + i * 10_000 for i in range(30)]  # to 50 min 10 s before T
+        commit(second, 62)
+        query.processAllAvailable()
+        ends = checkpoint_batches(ck)[0]
+        read_p1 = sum(ts < second[-1] + 10 * MINUTE for ts in backlog)
+        assert ends[max(ends)] == {p0: 62, p1: read_p1}
+    finally:
+        query.stop()
+    dropped = sum(
+        op.get("numRowsDroppedByWatermark", 0)
+        for progress in query.recentProgress
+        for op in progress.get("stateOperators", [])
+    )
+    assert dropped == 0
+    assert sum(counts.values()) == len(first) + len(second) + read_p1
