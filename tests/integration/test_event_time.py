@@ -171,7 +171,7 @@ def test_a_restart_mid_catch_up_plans_the_same_ranges_and_gives_the_same_windows
     )  # the restarted source planned every batch the same
 
 
-@pytest.mark.parametrize("idle_timeout", [None, "1 minute"])
+@pytest.mark.parametrize("idle_timeout", [None, "2 seconds"])
 def test_quiet_partitions_hold_the_others_until_they_are_idle(
     spark: Any,
     kafka_conf: dict[str, str],
@@ -180,7 +180,9 @@ def test_quiet_partitions_hold_the_others_until_they_are_idle(
     tmp_path: Path,
     idle_timeout: str | None,
 ) -> None:
-    """Partitions 1-3 get one record each and go quiet; partition 0 has three hours of records."""
+    """Partitions 1-3 get one record each and go quiet; partition 0 has three hours of records. Idleness is
+    by the driver's clock: with ``partitionIdleTimeout``, once partitions 1-3 have had nothing new to read for
+    that long, partition 0 is read to its end."""
     topic = kafka.topic(partitions=4)
     produce(kafka_conf, topic, [(0, T - 3 * HOUR + i * MINUTE) for i in range(180)])
     produce(kafka_conf, topic, [(p, T - 3 * HOUR + 30_000) for p in (1, 2, 3)])
@@ -202,12 +204,19 @@ def test_quiet_partitions_hold_the_others_until_they_are_idle(
         .option("checkpointLocation", str(tmp_path / "ck"))
         .start()
     )
+
+    def per_partition() -> dict[int, int]:
+        rows = spark.sql(f"SELECT partition, count(*) n FROM {name} GROUP BY 1").collect()
+        return {r["partition"]: r["n"] for r in rows}
+
     try:
         query.processAllAvailable()
-        per_partition = {
-            r["partition"]: r["n"]
-            for r in spark.sql(f"SELECT partition, count(*) n FROM {name} GROUP BY 1").collect()
-        }
+        if idle_timeout is None:
+            counted = per_partition()
+        else:  # the query polls on; a plan after the timeout finds partitions 1-3 idle
+            wait_until(lambda: per_partition().get(0) == 180, 120, "partition 0 read to its end")
+            query.processAllAvailable()
+            counted = per_partition()
     finally:
         query.stop()
     status = read_source_metrics("", metrics)
@@ -215,12 +224,13 @@ def test_quiet_partitions_hold_the_others_until_they_are_idle(
     assert status.event_time is not None
     states = {tp.partition: p.state for tp, p in status.event_time.partitions.items()}
     if idle_timeout is None:  # Flink's rule: a quiet partition holds the others back
-        assert per_partition == {0: 11, 1: 1, 2: 1, 3: 1}  # up to 10 min 30 s past the quiet ones
+        assert counted == {0: 11, 1: 1, 2: 1, 3: 1}  # up to 10 min 30 s past the quiet ones
         assert states == {0: "held", 1: "active", 2: "active", 3: "active"}
         assert status.event_time.slowest_quiet
-    else:  # quiet for longer than the timeout: idle, and partition 0 is read to the end
-        assert per_partition == {0: 180, 1: 1, 2: 1, 3: 1}
-        assert states == {0: "active", 1: "idle", 2: "idle", 3: "idle"}
+    else:  # nothing new for longer than the timeout: idle, and partition 0 is read to the end
+        assert counted == {0: 180, 1: 1, 2: 1, 3: 1}
+        # Partition 0, read to its end, is idle too once the timeout passes again: not asserted.
+        assert {p: s for p, s in states.items() if p} == {1: "idle", 2: "idle", 3: "idle"}
 
 
 def test_a_partition_behind_an_open_transaction_holds_the_others_and_none_of_its_records_are_late(
@@ -230,7 +240,9 @@ def test_a_partition_behind_an_open_transaction_holds_the_others_and_none_of_its
     records from 60 minutes before T; partitions 1-3: one record every 30 s from 65 minutes before T to T.
     Read committed, a partition past whose last stable offset a transaction is open has no newest record
     Kafka names: it was taken for empty, partitions 1-3 ran to T, and when the transaction committed its
-    records were an hour behind the watermark. It now counts at its first pending record."""
+    records were an hour behind the watermark. It now counts at its first pending record; once the
+    transaction commits and is read, at its last record (not at its commit marker's time, the broker's
+    clock), so partitions 1-3 wait within the drift of it."""
     topic = kafka.topic(partitions=4)
     produce(kafka_conf, topic, [(0, T - 70 * MINUTE + i * 30_000) for i in range(10)])
     txn = Producer({**kafka_conf, "transactional.id": f"open-{uuid.uuid4().hex[:8]}"})
@@ -286,6 +298,12 @@ def test_a_partition_behind_an_open_transaction_holds_the_others_and_none_of_its
         metadata = AdminMetadata(kafka_conf)  # read_committed: the last stable offset
         wait_until(lambda: metadata.latest([p0])[p0] > 10 + len(pending), 30, "the commit marker")
         query.processAllAvailable()
+        # Partition 0 read to its end counts at its last record (not its commit marker, stamped with the
+        # broker's clock): partitions 1-3 read below the drift past it, and wait there.
+        after = pending[-1] + 10 * MINUTE
+        below = {TopicPartition(topic, q): sum(p == q and ts < after for p, ts in others) for q in (1, 2, 3)}
+        ends = checkpoint_batches(ck)[0]
+        assert ends[max(ends)] == {p0: 10 + len(pending) + 1, **below}
     finally:
         query.stop()
     dropped = sum(
@@ -296,7 +314,72 @@ def test_a_partition_behind_an_open_transaction_holds_the_others_and_none_of_its
     batch = (
         spark.read.format("sparkafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
     )
-    expected = {r["start"]: r["count"] for r in window_counts(batch.load()).collect()}
-    assert sum(expected.values()) == 10 + len(pending) + len(others)  # what was produced, committed
+    read = batch.load().where(f"partition = 0 OR timestamp < timestamp_millis({after})")
+    expected = {r["start"]: r["count"] for r in window_counts(read).collect()}
+    assert sum(expected.values()) == 10 + len(pending) + sum(below.values())  # what was produced, committed
     assert counts == expected
     assert dropped == 0
+
+
+def test_a_commit_marker_newer_than_its_records_does_not_let_the_others_race_ahead(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, kafka: Kafka, tmp_path: Path
+) -> None:
+    """Partition 0: thirty records stamped an hour before T, committed in a transaction, whose COMMIT marker
+    carries the broker's clock (now, years after T); partition 1: a backlog from 50 minutes before T to T.
+    Read with a drift of 10 minutes into a windowed count with a 10-minute watermark, partition 0 is read to
+    its end at once; ListOffsets MAX_TIMESTAMP answers its marker, and taken as its event time partition 1
+    read to T, so partition 0's next transaction (55 minutes before T) was an hour behind the watermark:
+    all late. It now counts at its last record, and partition 1 waits within the drift of it."""
+    topic = kafka.topic(partitions=2)
+    p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    txn = Producer({**kafka_conf, "transactional.id": f"old-{uuid.uuid4().hex[:8]}"})
+    txn.init_transactions(30)
+    metadata = AdminMetadata(kafka_conf)  # read_committed: the last stable offset
+
+    def commit(timestamps: list[int], end: int) -> None:
+        """A transaction of ``timestamps``, committed; ``end``: the last stable offset after its marker."""
+        txn.begin_transaction()
+        for timestamp in timestamps:
+            txn.produce(topic, b"v", partition=0, timestamp=timestamp)
+        txn.commit_transaction(30)
+        wait_until(lambda: metadata.latest([p0])[p0] >= end, 30, "the commit marker")
+
+    first = [T - HOUR + i * 10_000 for i in range(30)]  # to 55 min 10 s before T
+    commit(first, 31)
+    backlog = [T - 50 * MINUTE + i * 10_000 for i in range(300)]
+    produce(kafka_conf, topic, [(1, ts) for ts in backlog])
+    ck = str(tmp_path / "ck")
+    df = source(spark, bootstrap, subscribe=topic, startingOffsets="earliest", maxEventTimeDrift="10 minutes")
+    counts: dict[dt.datetime, int] = {}
+
+    def collect(batch: Any, _batch_id: int) -> None:
+        for row in batch.collect():
+            counts[row["start"]] = row["count"]
+
+    query = (
+        window_counts(df.withWatermark("timestamp", "10 minutes"))
+        .writeStream.outputMode("update")
+        .foreachBatch(collect)
+        .option("checkpointLocation", ck)
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        ends = checkpoint_batches(ck)[0]
+        # Partition 1 reads below the drift past partition 0's last record, not past its marker's time.
+        assert ends[max(ends)] == {p0: 31, p1: sum(ts < first[-1] + 10 * MINUTE for ts in backlog)}
+        second = [T - 55 * MINUTE + i * 10_000 for i in range(30)]  # to 50 min 10 s before T
+        commit(second, 62)
+        query.processAllAvailable()
+        ends = checkpoint_batches(ck)[0]
+        read_p1 = sum(ts < second[-1] + 10 * MINUTE for ts in backlog)
+        assert ends[max(ends)] == {p0: 62, p1: read_p1}
+    finally:
+        query.stop()
+    dropped = sum(
+        op.get("numRowsDroppedByWatermark", 0)
+        for progress in query.recentProgress
+        for op in progress.get("stateOperators", [])
+    )
+    assert dropped == 0
+    assert sum(counts.values()) == len(first) + len(second) + read_p1

@@ -4,7 +4,9 @@ Runs on the driver side (Spark's source runner, planning a micro-batch) with one
 process and settings, assigned only for the lookup. Kafka has no request for "the timestamp of the record at
 offset N": a fetch from N returns the record batch holding N, so a lookup costs one fetch round trip for
 all partitions and about one record batch per partition. The consumer keeps at most ``queued.min.messages``
-records per partition queued, so it does not read ahead past what a lookup needs.
+records per partition queued, so it does not read ahead past what a lookup needs, and a lookup of one record
+a partition fetches at most librdkafka's default of 1 MiB a partition (or the one record batch holding it,
+when larger), whatever the executors' reads set.
 
 Measured (2026-11-28, 100 partitions of 2,000 records, one lookup of the first record at a position in
 each): 146 ms a lookup, and 1 s or more one time in three, before two settings below. librdkafka waits
@@ -34,9 +36,20 @@ from sparkafka.client.core import (
 )
 from sparkafka.structs import TimestampedOffset, TopicPartition
 
-__all__ = ["scan_times"]
+__all__ = ["last_times", "lookup_settings", "scan_times"]
 
 _QUEUED_PER_PARTITION = 1000
+
+_FIRST_RECORD_FETCH_BYTES = 1024 * 1024
+"""The largest ``max.partition.fetch.bytes`` of a lookup of one record a partition: librdkafka's default.
+A raised ``kafka.max.partition.fetch.bytes`` for the executors' reads would bring up to that much a
+partition for one record's timestamp; a lower one is kept. Not lower than the default: a read_committed
+lookup past a large aborted transaction fetches it all (the client drops it), and a smaller cap takes more
+round trips for it (64 KiB: 16 times those of the default). The broker answers with the whole first record
+batch when it is larger (KIP-74), so the lookup always gets its record. ``fetch.max.bytes`` is left as it
+is: librdkafka requires it to be at least ``message.max.bytes`` (1 MB)."""
+
+_FETCH_BYTES_KEYS = ("max.partition.fetch.bytes", "fetch.message.max.bytes")
 
 
 def scan_times(
@@ -53,7 +66,7 @@ def scan_times(
     below it (``(None, offset after the last)``), at ``end`` (``(None, end)``), or at the end of the
     partition as the isolation level reads it (``(None, that offset)``). Records a read_committed reader
     skips (aborted transactions, markers) are not looked at. An offset below the log's start scans from
-    the log's start.
+    the log's start; records below ``start`` (a log truncated under it) are not answers nor looked at.
 
     Raises:
         BrokerError: the scan did not finish within ``timeout_s`` (or the fetch failed, not retriably).
@@ -66,7 +79,7 @@ def scan_times(
     }
     if not todo:
         return out
-    consumer = _consumer(conf)
+    consumer = _consumer(conf, first_only=max_records == 1)
     deadline = time.monotonic() + timeout_s
     learn_topics(consumer, {tp.topic for tp in todo}, timeout_s)
     consumer.assign(
@@ -88,7 +101,7 @@ def scan_times(
                 tp = TopicPartition(msg.topic(), msg.partition())
                 if tp not in todo:
                     continue  # done with it already; what the fetch brought beyond is dropped
-                looked[tp] += msg.error() is None
+                looked[tp] += msg.error() is None and int(msg.offset()) >= todo[tp][0]
                 outcome = _outcome(
                     conf, tp, msg, todo[tp], at_least_ms=at_least_ms, last=looked[tp] >= max_records
                 )
@@ -103,6 +116,74 @@ def scan_times(
             consumer.resume(paused)  # the consumer is reused: no partition stays paused for the next lookup
         consumer.unassign()
     return out
+
+
+def last_times(
+    conf: Mapping[str, str],
+    ranges: Mapping[TopicPartition, tuple[int, int]],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> dict[TopicPartition, TimestampedOffset | None]:
+    """Per ``(start, end)`` range: the last record in it that this isolation level reads (never a
+    transaction marker; read_committed, never an aborted record), by reading the range; None: none there.
+
+    Raises:
+        BrokerError: the read did not finish within ``timeout_s`` (or the fetch failed, not retriably).
+    """
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    todo = {tp: r for tp, r in ranges.items() if r[0] < r[1]}
+    out: dict[TopicPartition, TimestampedOffset | None] = dict.fromkeys(ranges)
+    if not todo:
+        return out
+    consumer = _consumer(conf, first_only=False)
+    deadline = time.monotonic() + timeout_s
+    learn_topics(consumer, {tp.topic for tp in todo}, timeout_s)
+    consumer.assign(
+        [CTopicPartition(tp.topic, tp.partition, start) for tp, (start, _) in sorted(todo.items())]
+    )
+    paused = []
+    try:
+        while todo:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                missing = ", ".join(map(str, sorted(todo)))
+                raise broker_error(f"looking up the last records of {missing}", conf, "timed out")
+            for msg in next_messages(consumer, 10_000, min(left, 0.1)):
+                tp = TopicPartition(msg.topic(), msg.partition())
+                if tp not in todo:
+                    continue
+                record, done = _last_outcome(conf, tp, msg, todo[tp])
+                if record is not None:
+                    out[tp] = record
+                if done:
+                    del todo[tp]
+                    paused.append(CTopicPartition(tp.topic, tp.partition))
+                    consumer.pause(paused[-1:])
+    finally:
+        if paused:
+            consumer.resume(paused)
+        consumer.unassign()
+    return out
+
+
+def _last_outcome(
+    conf: Mapping[str, str], tp: TopicPartition, msg: Any, scan: tuple[int, int]
+) -> tuple[TimestampedOffset | None, bool]:
+    """For ``last_times``: the record ``msg`` is, if in the range, and whether the read of ``tp`` is done
+    (the range's last offset or past it, or the end of the log)."""
+    from confluent_kafka import KafkaError
+
+    start, end = scan
+    error = msg.error()
+    if error is not None:
+        if is_leaderless(error) or error.code() == KafkaError._AUTO_OFFSET_RESET:
+            return None, False  # librdkafka finds the new leader, or starts at the log's start, itself
+        if error.code() != KafkaError._PARTITION_EOF:
+            raise broker_error(f"fetching {tp} to look up its last record", conf, error)
+        return None, True  # the end of the log as this reader sees it
+    offset = int(msg.offset())
+    record = TimestampedOffset(offset, int(msg.timestamp()[1])) if start <= offset < end else None
+    return record, offset >= end - 1
 
 
 def _outcome(
@@ -127,6 +208,11 @@ def _outcome(
             return None  # librdkafka finds the new leader, or starts at the log's start, itself
         raise broker_error(f"fetching {tp} to look up record timestamps", conf, error)
     offset, timestamp = int(msg.offset()), int(msg.timestamp()[1])
+    if offset < start:
+        # Below the scan's start: the log was truncated under it (an unclean leader election) and
+        # auto.offset.reset started it at the log's start. Not an answer about the range: it goes on (to
+        # the range, or to the end of the log, which then says nothing lies in it).
+        return None
     if offset >= end:
         return None, end
     if at_least_ms is None or timestamp >= at_least_ms:
@@ -134,9 +220,19 @@ def _outcome(
     return (None, offset + 1) if last else None
 
 
-def _consumer(conf: Mapping[str, str]) -> Any:
-    settings = {
-        **{k: v for k, v in conf.items() if k not in ("group.id", "enable.auto.commit", "auto.offset.reset")},
+def lookup_settings(conf: Mapping[str, str], *, first_only: bool) -> dict[str, str]:
+    """The lookup consumer's settings for ``conf``. ``first_only``: for lookups of one record a partition,
+    whose fetches are capped at ``_FIRST_RECORD_FETCH_BYTES`` a partition (or what ``conf`` sets, when
+    lower). Scans for the bound (alignment's ``SCAN_LIMIT`` records at most) keep
+    the fetch size of ``conf``."""
+    own = ("group.id", "enable.auto.commit", "auto.offset.reset", *(_FETCH_BYTES_KEYS if first_only else ()))
+    capped = {}
+    if first_only:
+        given = [int(conf[k]) for k in _FETCH_BYTES_KEYS if k in conf]
+        capped = {"max.partition.fetch.bytes": str(min([_FIRST_RECORD_FETCH_BYTES, *given]))}
+    return {
+        **{k: v for k, v in conf.items() if k not in own},
+        **capped,
         "group.id": "sparkafka-record-times",  # required by librdkafka; never joined or committed
         "enable.auto.commit": "false",
         "enable.partition.eof": "true",
@@ -145,4 +241,10 @@ def _consumer(conf: Mapping[str, str]) -> Any:
         "fetch.queue.backoff.ms": "0",  # a partition assigned again is fetched at once (module docstring)
         "fetch.wait.max.ms": fetch_wait_ms(conf),
     }
+
+
+def _consumer(conf: Mapping[str, str], *, first_only: bool) -> Any:
+    """The process's lookup consumer for these settings (``lookup_settings``): one for first records, one
+    for scans."""
+    settings = lookup_settings(conf, first_only=first_only)
     return cached("record-times-consumer", settings, lambda: new_consumer(settings), lambda c: c.close())

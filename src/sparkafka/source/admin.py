@@ -6,14 +6,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from sparkafka.client.metadata import AdminMetadata
-from sparkafka.client.record_times import scan_times
+from sparkafka.client.record_times import last_times, scan_times
 from sparkafka.client.security import Access, authenticated
 from sparkafka.source.alignment import Scan
 from sparkafka.source.options import SourceOptions, Subscription
 from sparkafka.source.planning import Discovery
 from sparkafka.structs import KAFKA_INTERNAL_TOPICS, TimestampedOffset, TopicPartition
 
-__all__ = ["SourceMetadata", "source_access"]
+__all__ = ["LAST_LOOK_BACK", "SourceMetadata", "source_access"]
+
+LAST_LOOK_BACK = 1 << 20
+"""Offsets ``SourceMetadata.last`` reads back from an end at most, in windows 16 times wider each time
+(64, 1,024, ...): past that, a partition whose last offsets are all transaction markers and aborted records
+has no event time (alignment: ``empty``)."""
 
 
 def source_access(options: SourceOptions, topics: Iterable[str]) -> list[Access]:
@@ -81,6 +86,25 @@ class SourceMetadata(AdminMetadata):
         """``EventTimeLog.scan``: fetches with this isolation level, within ``metadataTimeoutMs``."""
         found = scan_times(self._conf, ranges, at_least_ms, max_records, self._timeout_s)
         return {tp: Scan(record, scanned_to) for tp, (record, scanned_to) in found.items()}
+
+    def last(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, TimestampedOffset | None]:
+        """``EventTimeLog.last``: reads back from each end, 64 offsets first, then windows 16 times wider
+        until a record is found, the window reaches offset 0 or ``LAST_LOOK_BACK`` (one fetch for all
+        partitions a window, this isolation level, within ``metadataTimeoutMs`` each). Markers are one
+        offset each, so one window of 64 finds the record but behind an aborted transaction."""
+        out: dict[TopicPartition, TimestampedOffset | None] = dict.fromkeys(ends)
+        todo = {tp: end for tp, end in ends.items() if end > 0}
+        back = 64
+        while todo:
+            found = last_times(
+                self._conf, {tp: (max(0, end - back), end) for tp, end in todo.items()}, self._timeout_s
+            )
+            for tp, end in list(todo.items()):
+                if found[tp] is not None or end <= back or back >= LAST_LOOK_BACK:
+                    out[tp] = found[tp]
+                    del todo[tp]
+            back *= 16
+        return out
 
     def pending(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, TimestampedOffset | None]:
         """``EventTimeLog.pending``: under read_committed, one ListOffsets (the high watermarks) for all,

@@ -22,11 +22,15 @@ there while a transaction is open past its end (the last stable offset), the fir
 read_uncommitted sees it (``PartitionTimes.pending``: the record it reads, or reads past, once the
 transaction ends; ListOffsets answers nothing at or past the last stable offset, so without it such a
 partition looked empty, held no one back, and its records were late when the transaction committed); for a
-partition with nothing left, the largest timestamp it holds (ListOffsets MAX_TIMESTAMP). All are facts of
-the log at offsets, so planning after a restart, with every in-process cache gone, decides exactly as the
-process that planned before it: the plan depends on the offsets in Spark's checkpoint and the log, not on
-the history of the process. The max seen so far (Flink's bounded-out-of-orderness generator) would need
-that history, which the offsets JSON does not hold. The definition never overstates where a partition is:
+partition with nothing left, the largest timestamp it holds (ListOffsets MAX_TIMESTAMP) when a reader reads
+that record, else its last record a reader reads (``PartitionTimes.last``: MAX_TIMESTAMP also answers
+transaction markers, stamped with the broker's clock). Each is determined
+by the log, the batch's start (the offsets in Spark's checkpoint) and the partition's end as this plan looks
+it up, so planning after a restart, with every in-process cache gone, decides as the process that planned
+before it would have: the plan does not depend on the history of the process. An open transaction's first
+record counts before it is known to commit: the disorder D below is that of the log as read_uncommitted
+reads it, aborted records included. The max seen so far (Flink's bounded-out-of-orderness generator) would
+need that history, which the offsets JSON does not hold. The definition never overstates where a partition is:
 when its timestamps are out of order by at most D (every record is at least the largest earlier timestamp
 minus D), each record it delivers later is at least its event time minus D, so the guarantee holds with
 ``delay >= drift + D``; with timestamps in order (per partition), ``delay >= drift``.
@@ -35,13 +39,13 @@ minus D), each record it delivers later is at least its event time minus D, so t
 behind an open transaction, and every partition that has read all it holds but may get more (its records so
 far bound its next ones). Not counted:
 
-- ``idle``: nothing to read, and for ``partitionIdleTimeout`` either no new record (its latest offset
-  unchanged, and no transaction newly open past it, for that long on this process's clock: Flink's
-  idleness, which a quiet stream needs, where no record anywhere moves the stream's time; a read_committed
-  split behind an open transaction delivers nothing, so Flink makes it idle too) or, unless a transaction is
-  open past its end, its newest record that much older than the newest record of any partition (the
-  stream's own time: a replay of old data treats a partition that went quiet as idle where it went quiet in
-  the data, not hours later by the clock). After a restart the clock's count starts again, as in Flink;
+- ``idle``: nothing to read, and no new record to read for ``partitionIdleTimeout`` on this process's
+  clock (Flink's idleness; a read_committed split behind an open transaction delivers nothing, so Flink
+  makes it idle too). By the clock only: a partition whose records lag the others' by hours but keep
+  coming is slow, not idle. Markers, aborted records and a transaction opening are no new record (a
+  producer crash-looping through aborted transactions delivers nothing). Under availableNow idleness
+  never applies (a partition with nothing left is ``finished``). After a restart the clock's count starts
+  again, as in Flink;
   batches Spark replays keep their logged ends, so nothing already planned changes. A partition with
   records to read is never idle, so a partition held back by alignment never becomes idle
   (Flink's FLIP-471). It rejoins as soon as it has a record to read, aligned from there (its records older
@@ -53,8 +57,9 @@ far bound its next ones). Not counted:
 
 **Progress is always possible**: the bound is at least the drift past the slowest partition's next record,
 so when that partition has records to read, the batch may include its next one; a batch never stalls on
-alignment alone. A quiet partition does hold the others back until ``partitionIdleTimeout`` says it is idle,
-as in Flink.
+alignment alone. A quiet partition, or one behind an open transaction, does hold the others back until
+``partitionIdleTimeout`` says it is idle, as in Flink; without it, until it gets records or the transaction
+ends (the broker aborts a transaction left open after its timeout; a hanging one, only an operator).
 
 The decision (``decide``, ``slowest_after``, ``cap_known``, ``cap_at_cut``, ``cap_after_scan``, ``settle``)
 is pure; ``EventTimeAligner`` asks the log (an ``EventTimeLog``: Kafka in production, a fake in tests) and
@@ -104,11 +109,16 @@ class PartitionTimes(NamedTuple):
     next: TimestampedOffset | None
     """The first record at or after ``position`` (None: no record there yet, or only transaction markers)."""
     newest: TimestampedOffset | None
-    """The record with the largest timestamp in the partition as the reader sees it (None: it holds no
-    record, or, read_committed, that record lies past the last stable offset)."""
+    """The record with the largest timestamp in the partition (ListOffsets MAX_TIMESTAMP; None: it holds no
+    record, or, read_committed, that record lies past the last stable offset). It may be a transaction
+    marker, which carries the broker's clock when it was written, or an aborted record: an upper bound of
+    every timestamp the partition holds, not an event time."""
     pending: TimestampedOffset | None = None
     """Read_committed: the first record at or after ``latest`` (the last stable offset), of a transaction
     still open: the partition reads it, or records after it, once the transaction ends (None: none)."""
+    last: TimestampedOffset | None = None
+    """For a partition with nothing to read (looked up only then): ``newest`` when a reader reads that
+    record, else the last record below ``latest`` a reader reads (None: none)."""
 
     @property
     def readable(self) -> bool:
@@ -117,9 +127,10 @@ class PartitionTimes(NamedTuple):
 
     @property
     def event_time_ms(self) -> int | None:
-        """The next record's timestamp, else the pending one's, else the newest one's; None for a partition
-        with no record."""
-        for record in (self.next, self.pending, self.newest):
+        """The next record's timestamp, else the pending one's, else the last one's; None for a partition
+        with no record a reader reads. Never a transaction marker's: its timestamp is when the broker wrote
+        it, which may be hours past the records of its transaction (a replay, a producer's event times)."""
+        for record in (self.next, self.pending, self.last):
             if record is not None:
                 return record.timestamp_ms
         return None
@@ -154,6 +165,11 @@ class EventTimeLog(Protocol):
         None), looking at no more than ``max_records`` records (by fetching)."""
         ...
 
+    def last(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, TimestampedOffset | None]:
+        """Per partition, the last record below its end that a reader reads (no transaction marker, no
+        aborted record under read_committed), by fetching; None when there is none."""
+        ...
+
     def pending(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, TimestampedOffset | None]:
         """Read_committed: per partition, the first record at or after its end (the last stable offset) as
         a read_uncommitted reader sees it, a record of a transaction still open; None when the log holds
@@ -182,16 +198,11 @@ def decide(
     """Which partitions count at the batch's start, and the slowest of them (ties: the first in order).
 
     ``bounded``: the run reads to a fixed end (``Trigger.AvailableNow``), so a partition with nothing left
-    to read is finished. ``quiet_ms``: per partition, the wall-clock time since its latest offset last
-    moved (or a transaction opened past it), as this process saw it (Flink's idleness): a partition with
-    nothing to read is idle once either that or its newest record's age behind the newest anywhere (the
-    stream's own time, for a replay) reaches ``idle_timeout_ms``. A partition behind an open transaction
-    (``PartitionTimes.pending``) is idle by the clock only: its records are not gone quiet in the data,
-    they are not visible yet.
+    to read is finished. ``quiet_ms``: per partition, the wall-clock time since it last had a record to
+    read, as this process saw it (Flink's idleness: no new record for that long): a partition with nothing
+    to read is idle once that reaches ``idle_timeout_ms``. By the clock only: a partition whose producer
+    writes records with old timestamps, but writes, is slow, not idle, and holds the others.
     """
-    newest_anywhere = max(
-        (t.newest.timestamp_ms for t in times.values() if t.newest is not None), default=None
-    )
     states: dict[TopicPartition, AlignmentState] = {}
     for tp, t in times.items():
         if t.readable:
@@ -200,15 +211,7 @@ def decide(
             states[tp] = "finished"
         elif t.event_time_ms is None:
             states[tp] = "empty"
-        elif idle_timeout_ms is not None and (
-            (quiet_ms or {}).get(tp, 0) >= idle_timeout_ms
-            or (
-                newest_anywhere is not None
-                and t.pending is None
-                and t.newest is not None
-                and t.newest.timestamp_ms < newest_anywhere - idle_timeout_ms
-            )
-        ):
+        elif idle_timeout_ms is not None and (quiet_ms or {}).get(tp, 0) >= idle_timeout_ms:
             states[tp] = "idle"
         else:
             states[tp] = "active"
@@ -290,14 +293,14 @@ def settle(
 class EventTimeAligner:
     """Caps each micro-batch's end offsets by event time; lives in Spark's source runner (driver side).
 
-    Per plan it asks the log for: the newest record of partitions whose latest offset moved (one
-    ListOffsets for all), the first record at positions it does not know yet (the batch's start, its
-    planned ends: a fetch for all), the first record at the bound for partitions that reach it (one
-    ListOffsets for all), and, except under availableNow, the first record past each partition's end
+    Per plan it asks the log for, in this order: the newest record of partitions whose latest offset moved
+    (one ListOffsets for all); except under availableNow, the first record past each partition's end
     (``EventTimeLog.pending``: under read_committed one ListOffsets, and a fetch where a transaction is
-    open). Known answers are kept: they are facts of the log at an offset, so the plan does
-    not depend on them being there. The ends planned for one batch are the next one's start, so in a
-    catch-up most starts are known already.
+    open), after the newest so that an open transaction is never missed by both (``cap``); the first
+    record at positions it does not know yet (the batch's start, its planned ends: a fetch for all); the
+    first record at the bound for partitions that reach it (one ListOffsets for all). Known answers are
+    kept: they are facts of the log at an offset, so the plan does not depend on them being there. The
+    ends planned for one batch are the next one's start, so in a catch-up most starts are known already.
 
     Args:
         log: the log to ask (Kafka in production).
@@ -331,10 +334,16 @@ class EventTimeAligner:
         """Per partition: (an end, the first record at or after it as read_uncommitted sees it), kept while
         the end stays (the records at offsets never change). Where none was found, the next plan asks again
         (a transaction may open at any time)."""
+        self._last: dict[TopicPartition, tuple[int, TimestampedOffset | None]] = {}
+        """Per partition: (an end, its ``PartitionTimes.last`` there)."""
         self._clock = clock
-        self._moved: dict[TopicPartition, tuple[tuple[int, int | None], float]] = {}
-        """Per partition: ((its latest offset, the offset of its first record past it, if any), when this
-        process first saw it so): a transaction opening past the end is news, as a record to read is."""
+        self._moved: dict[TopicPartition, float] = {}
+        """Per partition: when this process last planned it with a record to read (or first planned it).
+        Every record a reader reads is one to read in some plan (the one whose latest offset first
+        includes it starts before it), so this is when its last new record was seen. Not a latest offset
+        that moved: transaction markers and aborted records move it too, and a producer whose transactions
+        are all aborted would keep a partition that delivers nothing from ever being idle; nor a
+        transaction opening past the end, for the same reason."""
         self.status: AlignmentStatus | None = None
         """The last plan's status (None before the first)."""
 
@@ -346,6 +355,7 @@ class EventTimeAligner:
             self._records.pop(tp, None)
             self._cuts.pop(tp, None)
             self._pending.pop(tp, None)
+            self._last.pop(tp, None)
             self._moved.pop(tp, None)
 
     def cap(
@@ -367,16 +377,21 @@ class EventTimeAligner:
             for old in [o for o in known if o < pos]:
                 del known[old]
         pending = not bounded  # under availableNow a partition at its end is finished: nothing to look up
+        # The newest records first, then what lies past the ends: a transaction that opens between the two
+        # is then seen by the second (a partition read to its end counts at its first record), and one open
+        # at the first was open at the second too. Asked the other way round, a transaction opening in
+        # between was missed by the pending lookup while ListOffsets MAX_TIMESTAMP already answered nothing
+        # (its newest record past the last stable offset): the partition looked empty for a plan, and the
+        # others read ahead past the drift.
+        self._ask_newest(latest)
         if pending:
             self._look_past_ends(latest)
         times = self._times(start, latest, pending=pending)
         now = self._clock()
-        for tp, end in latest.items():
-            past = times[tp].pending
-            seen = (end, None if past is None else past.offset)
-            if self._moved.get(tp, (None,))[0] != seen:
-                self._moved[tp] = (seen, now)
-        quiet = {tp: (now - self._moved[tp][1]) * 1000 for tp in latest}
+        for tp, t in times.items():
+            if t.readable or tp not in self._moved:
+                self._moved[tp] = now
+        quiet = {tp: (now - self._moved[tp]) * 1000 for tp in latest}
         decision = decide(times, idle_timeout_ms=self._idle_timeout_ms, bounded=bounded, quiet_ms=quiet)
         caps: dict[TopicPartition, int] = dict(latest)
         bound = None
@@ -468,11 +483,7 @@ class EventTimeAligner:
         ``pending``: with the first record past the end of partitions with nothing to read there, as this
         plan looked it up (``_look_past_ends``).
         """
-        stale = [tp for tp in positions if tp not in self._newest or self._newest[tp][0] != latest[tp]]
-        if stale:
-            found = self._log.newest(stale)
-            for tp in stale:
-                self._newest[tp] = (latest[tp], found.get(tp))
+        self._ask_newest({tp: latest[tp] for tp in positions})
         lookup = {}
         for tp, pos in positions.items():
             newest = self._newest[tp][1]
@@ -486,16 +497,58 @@ class EventTimeAligner:
             for tp, scan in self._log.scan(lookup, None, 1).items():
                 self._records[tp][lookup[tp][0]] = (scan.scanned_to, scan.found)
         nexts = {tp: self._records[tp].get(pos, (0, None))[1] for tp, pos in positions.items()}
+        pendings = {
+            tp: self._pending_at(tp, latest[tp]) if pending and nexts[tp] is None else None
+            for tp in positions
+        }
+        quiet = [tp for tp in positions if nexts[tp] is None and pendings[tp] is None]
+        self._ask_last({tp: latest[tp] for tp in quiet})
         return {
             tp: PartitionTimes(
                 pos,
                 latest[tp],
                 nexts[tp],
                 self._newest[tp][1],
-                self._pending_at(tp, latest[tp]) if pending and nexts[tp] is None else None,
+                pendings[tp],
+                self._last[tp][1] if tp in quiet else None,
             )
             for tp, pos in positions.items()
         }
+
+    def _ask_newest(self, latest: Mapping[TopicPartition, int]) -> None:
+        """The newest record of each partition whose latest offset moved since it was asked (one ListOffsets
+        MAX_TIMESTAMP for all)."""
+        stale = [tp for tp, end in latest.items() if self._newest.get(tp, (None,))[0] != end]
+        if stale:
+            found = self._log.newest(stale)
+            for tp in stale:
+                self._newest[tp] = (latest[tp], found.get(tp))
+
+    def _ask_last(self, latest: Mapping[TopicPartition, int]) -> None:
+        """The event time of partitions with nothing to read, at each end not asked yet: the newest record
+        (MAX_TIMESTAMP) when a reader reads it (one fetch of the record at its offset, for all), else the
+        last record a reader reads below the end (``EventTimeLog.last``). MAX_TIMESTAMP answers any record
+        batch's largest timestamp, a transaction's COMMIT or ABORT marker's (the broker's clock when it
+        was written: Apache Kafka 4.4, probed) and an aborted record's too; taken as the partition's time,
+        a marker written an hour after its transaction's records made a partition read to its end look an
+        hour further on, and the others read that far ahead: their records were late."""
+        ask = {tp: end for tp, end in latest.items() if self._last.get(tp, (None,))[0] != end}
+        if not ask:
+            return
+        newest = {tp: self._newest[tp][1] for tp in ask}
+        check = {tp: (n.offset, n.offset + 1) for tp, n in newest.items() if n is not None}
+        read = self._log.scan(check, None, 1) if check else {}
+        back = {}
+        for tp, end in ask.items():
+            n = newest[tp]
+            if n is None or read[tp].found == n:
+                self._last[tp] = (end, n)
+            else:
+                back[tp] = end
+        if back:
+            found = self._log.last(back)
+            for tp, end in back.items():
+                self._last[tp] = (end, found.get(tp))
 
     def _pending_at(self, tp: TopicPartition, end: int) -> TimestampedOffset | None:
         known = self._pending.get(tp)

@@ -129,6 +129,10 @@ class AlignmentStatus:
                     ": set partitionIdleTimeout so that a partition delivering nothing stops holding the "
                     "others back (its records may then be late when the transaction commits)"
                 )
+            text += (
+                "; the broker aborts a transaction after its transaction.timeout.ms, but not a hanging one "
+                "(kafka-transactions.sh find-hanging, then abort)"
+            )
         elif self.slowest_quiet:
             text += f"; {self.slowest} has no new records"
             if self.idle_timeout_ms is None:

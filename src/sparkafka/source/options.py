@@ -454,8 +454,8 @@ class SourceOptions:
     """``maxEventTimeDrift``: no batch reads a record this much or more past the slowest partition's event
     time (``source.alignment``); None: no alignment."""
     partition_idle_timeout_ms: int | None = None
-    """``partitionIdleTimeout``: a partition with nothing to read whose newest record is this much older
-    than the newest of any partition does not hold the others back; None: never idle."""
+    """``partitionIdleTimeout``: a partition with nothing to read that has had no new record to read for
+    this long by the driver's clock does not hold the others back; None: never idle."""
 
 
 def _parse_offsets_json(reader: OptionReader, key: str, what: str = "offset") -> dict[TopicPartition, int]:

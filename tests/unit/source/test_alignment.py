@@ -98,6 +98,17 @@ class FakeLog:
             out[tp] = result
         return out
 
+    def last(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, TimestampedOffset | None]:
+        """The last visible record below each end (and the last stable offset)."""
+        self.calls.append("last")
+        out: dict[TopicPartition, TimestampedOffset | None] = {}
+        for tp, end in ends.items():
+            below = range(min(end, self.end(tp)) - 1, -1, -1)
+            out[tp] = next(
+                (TimestampedOffset(o, self.records[tp][o][0]) for o in below if self.records[tp][o][1]), None
+            )
+        return out
+
     def pending(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, TimestampedOffset | None]:
         """The first record at or after each end as a read_uncommitted reader sees it (any record)."""
         self.calls.append("pending")
@@ -111,11 +122,13 @@ class FakeLog:
 def times(
     position: int, latest: int, nxt: tuple[int, int] | None, newest: tuple[int, int] | None
 ) -> PartitionTimes:
+    newest_record = None if newest is None else TimestampedOffset(*newest)
     return PartitionTimes(
         position,
         latest,
         None if nxt is None else TimestampedOffset(*nxt),
-        None if newest is None else TimestampedOffset(*newest),
+        newest_record,
+        last=newest_record if nxt is None or nxt[0] >= latest else None,
     )
 
 
@@ -155,13 +168,14 @@ HOLDS = {A0: times(0, 10, (0, 100), (9, 900)), A1: times(0, 10, (0, 500), (9, 60
             {A0: 10, A1: 0},
         ),
         (
-            "quiet for longer than the idle timeout (stream time): idle, it holds no one",
+            "its newest record older than the newest anywhere by more than the idle timeout, but not quiet "
+            "by the clock: it counts (idleness is by the clock only)",
             {A0: times(10, 10, None, (9, 100)), A1: times(0, 10, (0, 500), (9, 540))},
             400,
             False,
-            A1,
-            {A0: "idle", A1: "active"},
-            {A0: 10, A1: 10},
+            A0,
+            {A0: "active", A1: "active"},
+            {A0: 10, A1: 0},
         ),
         (
             "quiet for less than the idle timeout: still counts",
@@ -477,14 +491,15 @@ def test_a_transaction_s_first_record_is_looked_up_once_per_last_stable_offset()
     assert aligner.status is not None
     assert aligner.status.slowest == A0
     assert aligner.status.slowest_pending
+    hold = aligner.status.describe_hold() or ""
+    assert "a-0 waits for a transaction left open" in hold
+    assert "kafka-transactions.sh find-hanging" in hold  # the operator's remedy for a hanging one
 
 
-def test_a_transaction_opening_past_an_idle_partition_makes_it_hold_the_others_for_the_timeout_again() -> (
-    None
-):
-    """Idle by the clock (nothing new for 5 minutes), A0 holds no one; a transaction opens past its end: that
-    is news, as a new record is, so A0 counts at the transaction's first record for 5 minutes more, then is
-    idle again if the transaction is still open."""
+def test_a_transaction_opening_past_an_idle_partition_leaves_it_idle_until_its_records_commit() -> None:
+    """Idle by the clock (nothing new for 5 minutes), A0 holds no one; a transaction opening past its end is
+    no new record (a producer whose transactions are all aborted delivers nothing), so A0 stays idle; once
+    it commits, A0 has records to read and counts again, for 5 minutes after its last record to read."""
     log = FakeLog({A0: [(100, True)], A1: TICKS})
     now = [0.0]
     aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=300_000, clock=lambda: now[0])
@@ -500,11 +515,150 @@ def test_a_transaction_opening_past_an_idle_partition_makes_it_hold_the_others_f
     assert plan() == (81, "idle")
     log.records[A0] += [(120, True), (130, True)]
     log.open_from[A0] = 1
-    assert plan() == (7, "active")  # A1 before 170: the drift past A0's pending 120
+    assert plan() == (81, "idle")
+    del log.open_from[A0]  # committed: two records to read
+    assert plan() == (8, "active")  # A1 before 180: the drift past where A0's batch ends, its last record 130
+    start[A0] = 3
     now[0] = 599
-    assert plan() == (7, "active")
+    assert plan() == (8, "active")  # read to its end: counts at its last record, 130, for the timeout
     now[0] = 600
     assert plan() == (81, "idle")
+
+
+def test_a_crash_looping_transactional_producer_leaves_its_partition_idle() -> None:
+    """A0's producer opens a transaction with one record, which is aborted, then opens another, for ever (a
+    crash loop): its latest offset and its open transaction move every plan, yet it delivers no record.
+    Idle after partitionIdleTimeout (15 s, plans every 10 s) of no record to read: A1 reads on. Before, each
+    moved end or transaction was news and A0 held A1 at its start for good (review of issue 38)."""
+    a1 = [(2000 + i, True) for i in range(100)]
+    log = FakeLog({A0: [(1000, True)] * 5, A1: a1})
+    now = [0.0]
+    aligner = EventTimeAligner(log, drift_ms=100, idle_timeout_ms=15_000, clock=lambda: now[0])
+    start = {A0: 5, A1: 0}
+    for _ in range(10):
+        log.records[A0].append((1010, True))
+        log.open_from[A0] = len(log.records[A0]) - 1  # a transaction opens at the end
+        start = aligner.cap(start, {A0: log.end(A0), A1: len(a1)}, bounded=False, max_records=None)
+        now[0] += 10.0
+        aborted = log.open_from.pop(A0)
+        log.records[A0][aborted] = (1010, False)
+        log.records[A0].append((10**9, False))  # the ABORT marker (the broker's clock)
+    assert start[A1] == len(a1)
+    assert aligner.status is not None
+    assert aligner.status.partitions[A0].state == "idle"
+
+
+def test_a_slow_but_live_partition_is_not_idle_by_the_streams_time() -> None:
+    """A0's producer writes a record every 2 s with event times an hour behind A1's backlog; idle timeout 30
+    s. Idleness is by the clock only (Flink's: no record for that long): A0 counts, and A1 reads only to the
+    drift past A0. Before, A0 was idle because its newest record was older than A1's newest by more than the
+    timeout (the stream's time), and A1 raced ahead (review of issue 38)."""
+    log = FakeLog({A0: [(1000, True)], A1: [(1000 + 40_000 * i, True) for i in range(101)]})
+    now = [0.0]
+    aligner = EventTimeAligner(log, drift_ms=100_000, idle_timeout_ms=30_000, clock=lambda: now[0])
+    start = {A0: 0, A1: 0}
+    for plan in range(6):
+        if plan % 2 == 0:
+            log.records[A0].append((1001 + plan, True))
+        start = aligner.cap(
+            start, {A0: len(log.records[A0]), A1: len(log.records[A1])}, bounded=False, max_records=None
+        )
+        now[0] += 1.0
+    assert log.records[A1][start[A1] - 1][0] < 1005 + 100_000
+    assert aligner.status is not None
+    assert aligner.status.partitions[A0].state != "idle"
+
+
+def test_a_commit_marker_newer_than_its_transaction_is_not_a_partitions_event_time() -> None:
+    """A0 has read all of a committed transaction (event times up to 1100); its COMMIT marker, which a
+    reader never sees but ListOffsets MAX_TIMESTAMP answers, carries the broker's clock, 100,000. A0 counts
+    at its last record, 1100, so A1 (from 1500) waits. Before, A0 counted at the marker's time and A1 read
+    all of its records, late for A0's next ones (review of issue 38)."""
+    a0 = [(1000 + 10 * i, True) for i in range(11)] + [(100_000, False)]
+    log = FakeLog({A0: a0, A1: [(1500 + 10 * i, True) for i in range(101)]})
+    aligner = EventTimeAligner(log, drift_ms=100, idle_timeout_ms=None)
+    caps = aligner.cap({A0: 12, A1: 0}, {A0: 12, A1: 101}, bounded=False, max_records=None)
+    assert caps[A1] == 0
+    assert aligner.status is not None
+    assert aligner.status.partitions[A0].event_time_ms == 1100
+    # The newest record a data record: taken as it is (one fetch at its offset), no read back.
+    log = FakeLog({A0: [(1200, True), *a0[:-1]], A1: log.records[A1]})
+    aligner = EventTimeAligner(log, drift_ms=100, idle_timeout_ms=None)
+    aligner.cap({A0: 12, A1: 0}, {A0: 12, A1: 101}, bounded=False, max_records=None)
+    assert aligner.status is not None
+    assert aligner.status.partitions[A0].event_time_ms == 1200
+    assert "last" not in log.calls
+
+
+def test_a_partition_holding_only_markers_and_aborted_records_has_no_event_time() -> None:
+    """Nothing a reader reads: no event time (``empty``), found by reading back from the end."""
+    log = FakeLog({A0: [(5000, False), (9000, False)], A1: [(1500 + 10 * i, True) for i in range(101)]})
+    aligner = EventTimeAligner(log, drift_ms=100, idle_timeout_ms=None)
+    caps = aligner.cap({A0: 2, A1: 0}, {A0: 2, A1: 101}, bounded=False, max_records=None)
+    assert caps[A1] == 101
+    assert aligner.status is not None
+    assert aligner.status.partitions[A0].state == "empty"
+
+
+@dataclass
+class OpeningLog(FakeLog):
+    """A ``FakeLog`` in which a transaction opens past ``tp``'s end (its first records ``opened``) just
+    before the lookup numbered ``before_call`` (0: the plan's first), as one may between any two requests."""
+
+    tp: TopicPartition = A0
+    opened: list[tuple[int, bool]] = field(default_factory=list)
+    before_call: int = 0
+    _made: int = 0
+
+    def _tick(self) -> None:
+        if self._made == self.before_call:
+            self.open_from[self.tp] = len(self.records[self.tp])
+            self.records[self.tp] += self.opened
+        self._made += 1
+
+    def newest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, TimestampedOffset | None]:
+        self._tick()
+        return super().newest(tps)
+
+    def at_time(
+        self, tps: Iterable[TopicPartition], timestamp_ms: int
+    ) -> dict[TopicPartition, TimestampedOffset | None]:
+        self._tick()
+        return super().at_time(tps, timestamp_ms)
+
+    def scan(
+        self, ranges: Mapping[TopicPartition, tuple[int, int]], at_least_ms: int | None, max_records: int
+    ) -> dict[TopicPartition, Scan]:
+        self._tick()
+        return super().scan(ranges, at_least_ms, max_records)
+
+    def pending(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, TimestampedOffset | None]:
+        self._tick()
+        return super().pending(ends)
+
+
+@pytest.mark.parametrize("before_call", range(6))
+def test_a_transaction_opening_between_two_lookups_of_a_plan_never_lets_the_others_pass_it(
+    before_call: int,
+) -> None:
+    """A0 read to its end (records at 100-104), A1 with a record every 10 ms from 100 to 900, drift 50; the
+    driver looked up the ends (A0: 5) before a transaction opened past A0 with records at 120 and 130, newer
+    than any A0 holds. Whichever lookup of the plan comes first after it opened, A0 counts at 104 (its
+    newest, the transaction unseen) or at 120 (the transaction's first record): A1 reads nothing at or past
+    170. Planned with the pending lookup before MAX_TIMESTAMP, a transaction opening between the two was
+    missed by the first while the second answered nothing (the newest record past the last stable offset):
+    A0 looked empty, and A1 read to 900."""
+    log = OpeningLog(
+        {A0: [(100 + i, True) for i in range(5)], A1: TICKS},
+        opened=[(120, True), (130, True)],
+        before_call=before_call,
+    )
+    aligner = EventTimeAligner(log, drift_ms=50, idle_timeout_ms=None)
+    caps = aligner.cap({A0: 5, A1: 0}, {A0: 5, A1: 81}, bounded=False, max_records=None)
+    assert caps[A0] == 5
+    assert caps[A1] <= 7, log.calls  # TICKS[7] is at 170
+    assert aligner.status is not None
+    assert aligner.status.partitions[A0].state == "active"
 
 
 def drain_open(
