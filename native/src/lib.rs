@@ -481,7 +481,8 @@ impl Reader {
     }
 
     /// Remove `partition` of `topic` from the assignment and drop what it prefetched (nothing if it is not
-    /// assigned).
+    /// assigned). librdkafka stops the partition's fetcher asynchronously: a response already in flight may
+    /// still queue records after the drain (outdated: dropped when the partition is next assigned).
     fn release(&self, topic: &str, partition: i32) -> PyResult<()> {
         self.open()?;
         let q = self.parts.lock().expect("not poisoned").remove(&(topic.to_string(), partition));
