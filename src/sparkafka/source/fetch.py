@@ -229,7 +229,7 @@ def _assign_ahead(
     starts: dict[TopicPartition, int],
     assigned: set[TopicPartition],
 ) -> None:
-    """Assign ``rest[0]``, the range read now, unless it is; and when ``reader.overlaps``, the next
+    """Assign ``rest[0]``, the range read now, unless it is; and when ``reader.overlaps``, those of the next
     ``PREFETCH_PARTITIONS`` ranges with something left to read, each from where its read is to start.
 
     So a partition's first fetch goes out with the fetches of the ones before it, and its first records are
