@@ -127,12 +127,15 @@ def _per_partition_queues(settings: Mapping[str, str]) -> dict[str, str]:
     """``settings`` for a fetcher with a queue per partition (``NativeFetcher``): librdkafka's prefetch
     bounds (``queued.max.messages.kbytes``, ``queued.min.messages``) then hold per partition, not for the
     consumer's one queue, so each is divided among the partitions a read assigns at once (1 +
-    ``PREFETCH_PARTITIONS``): a worker's prefetch stays bounded as before, whatever the partitions read."""
+    ``PREFETCH_PARTITIONS``), a user's own bound included (no floor above librdkafka's least, 1): a
+    worker's queued records stay within the bound as before, whatever the partitions read. librdkafka
+    checks a queue's bound before each fetch, so each queue may pass it by one fetch
+    (``max.partition.fetch.bytes``): that overshoot is per partition assigned, no longer once."""
     out = dict(settings)
     window = 1 + PREFETCH_PARTITIONS
-    for key, least in (("queued.max.messages.kbytes", 1024), ("queued.min.messages", 1000)):
+    for key in ("queued.max.messages.kbytes", "queued.min.messages"):
         if out.get(key, "").strip().isdigit():  # else librdkafka refuses it, naming it
-            out[key] = str(max(int(out[key]) // window, least))
+            out[key] = str(max(int(out[key]) // window, 1))
     return out
 
 
@@ -173,6 +176,9 @@ def read_ranges(
     todo = [r for r in ranges if r.end > r.start or r.to_latest]
     if not todo:
         return
+    twice = sorted({r.tp for r in todo if sum(o.tp == r.tp for o in todo) > 1})
+    if twice:  # a task's plan has one range a partition (reader.py); reading is keyed by partition
+        raise ValueError(f"read_ranges takes one range per partition; {twice[0]} has more than one")
     reader = _fetcher(conf, fetcher)
     learn_topics(reader, {r.tp.topic for r in todo}, 30)
     todo = sorted((_bind(reader, r, fail_on_data_loss, conf) for r in todo), key=lambda r: r.tp)

@@ -498,3 +498,24 @@ def test_the_prefetch_bounds_are_divided_among_the_partitions_assigned_at_once(
     assert given["queued.max.messages.kbytes"] == "lots"  # librdkafka refuses it, naming it
     monkeypatch.setattr(fetch, "PREFETCH_PARTITIONS", 0)
     assert fetch._per_partition_queues(settings) == settings
+
+
+def test_a_users_small_prefetch_bound_is_divided_too_not_raised() -> None:
+    """queued.max.messages.kbytes=100 over 9 queues: about 11 KB each, not a floor of 1 MB each."""
+    settings = {
+        **fetch._reader_settings({"bootstrap.servers": "b:9092"}),
+        "queued.max.messages.kbytes": "100",
+    }
+    own = fetch._per_partition_queues(settings)
+    window = 1 + fetch.PREFETCH_PARTITIONS
+    assert int(own["queued.max.messages.kbytes"]) * window <= 100
+    assert int(own["queued.min.messages"]) * window <= int(settings["queued.min.messages"])
+
+
+def test_two_ranges_of_one_partition_in_one_read_are_refused() -> None:
+    """Reading is keyed by partition: a second range of one would be skipped or read twice."""
+    tp = TopicPartition("t", 0)
+    with pytest.raises(ValueError, match=r"one range per partition"):
+        list(
+            fetch.read_ranges({"bootstrap.servers": "b:9092"}, [OffsetRange(tp, 0, 3), OffsetRange(tp, 5, 8)])
+        )
