@@ -137,22 +137,25 @@ def bench_driver(conf: dict[str, str], topics: dict[int, str], args: argparse.Na
 
 
 class _FetcherClock:
-    """Wraps the worker's fetcher: time per method, and the first ``fetch`` after an ``assign`` apart."""
+    """Wraps the worker's fetcher: time per method, and each partition's first ``fetch`` after its
+    ``assign`` apart."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.ms: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
-        self._fresh = False
+        self._fresh: set[Any] = set()
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
+        if not callable(attr):
+            return attr
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             key = name
             if name == "assign":
-                self._fresh = True
-            elif name == "fetch" and self._fresh:
+                self._fresh.add(args[0])
+            elif name == "fetch" and args[0] in self._fresh:
                 key = "fetch (first after assign)"
             t = time.perf_counter()
             try:
@@ -161,7 +164,7 @@ class _FetcherClock:
                 self.ms[key] += (time.perf_counter() - t) * 1000
                 self.calls[key] += 1
             if name == "fetch" and getattr(out, "batch", None) is not None:
-                self._fresh = False
+                self._fresh.discard(args[0])
             return out
 
         return timed
@@ -203,7 +206,9 @@ def bench_reader(conf: dict[str, str], topics: dict[int, str], args: argparse.Na
         conf = {**conf, "fetch.wait.max.ms": str(args.fetch_wait_ms)}
     waits = f", fetch.wait.max.ms {args.fetch_wait_ms}" if args.fetch_wait_ms is not None else ""
     print(f"reader: one batch's share of every partition, read_ranges in this process (ms{waits})")
-    for fetcher in args.fetchers.split(","):
+    for fetcher, ahead in ((f, int(a)) for f in args.fetchers.split(",") for a in args.prefetch.split(",")):
+        fetch.PREFETCH_PARTITIONS = ahead
+        print(f"  prefetch {ahead} (fetcher {fetcher})")
         for n, topic in sorted(topics.items()):
             per = max(args.batch_records // n, 1)
             ranges = [OffsetRange(TopicPartition(topic, p), 0, per) for p in range(n)]
@@ -369,6 +374,11 @@ def main() -> None:
     parser.add_argument("--fetchers", default="native,python")
     parser.add_argument(
         "--fetch-wait-ms", type=int, help="the readers' fetch.wait.max.ms (default: theirs, 10)"
+    )
+    parser.add_argument(
+        "--prefetch",
+        default=str(fetch.PREFETCH_PARTITIONS),
+        help="partitions assigned ahead of the one read (fetch.PREFETCH_PARTITIONS); several: compared",
     )
     parser.add_argument("--commit-tasks", type=int, default=200, help="most transactions in one commit")
     parser.add_argument("--only", default=",".join(PARTS), help="which parts, comma-separated")

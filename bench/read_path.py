@@ -7,7 +7,9 @@ by side, alternating, each ``--repeat`` times:
   read_ranges  ``sparkafka.source.fetch.read_ranges`` over the same partitions from 0 to their ends,
                Arrow record batches built, with the source's consumer settings: the native fetch
                (``fetcher=native``, sparkafka's librdkafka extension) and the pure-Python one
-               (``fetcher=python``, confluent-kafka)
+               (``fetcher=python``, confluent-kafka); and the native one assigning one partition at a
+               time (``fetch.PREFETCH_PARTITIONS`` 0: the whole prefetch bound for the partition read, not
+               a ninth of it for each of the partitions assigned together)
 
 Then, with ``--spark`` (the make target's default), where the rest of the time goes under Spark:
 batch reads of the same topic on ``local[2]`` into ``noop``, alternating, each ``--repeat`` times:
@@ -51,6 +53,7 @@ from sparkafka.local import ApacheKafka
 from sparkafka.local.secure_kafka import SecureKafka
 from sparkafka.local.spark import local_spark, stop_spark
 from sparkafka.local.spark_kafka_dist import SPARK_KAFKA, spark_jars
+from sparkafka.source import fetch
 from sparkafka.source.fetch import ROWS_PER_BATCH, OffsetRange, arrow_schema, read_ranges
 from sparkafka.source.options import FetcherChoice
 from sparkafka.structs import TopicPartition
@@ -209,10 +212,22 @@ def main() -> None:
         fill(conf, topic, args.records, args.partitions)
         per = args.records // args.partitions
         total = per * args.partitions
-        rows: dict[str, list[float]] = {"raw": [], "read_ranges native": [], "read_ranges python": []}
+        rows: dict[str, list[float]] = {
+            "raw": [],
+            "read_ranges native": [],
+            "read_ranges native, prefetch 0": [],
+            "read_ranges python": [],
+        }
+        ahead = fetch.PREFETCH_PARTITIONS
         for i in range(args.repeat):
             rows["raw"].append(raw(conf, topic, args.partitions, args.records))
             rows["read_ranges native"].append(ranges(conf, topic, args.partitions, per, "native"))
+            fetch.PREFETCH_PARTITIONS = 0
+            try:
+                one_at_a_time = ranges(conf, topic, args.partitions, per, "native")
+                rows["read_ranges native, prefetch 0"].append(one_at_a_time)
+            finally:
+                fetch.PREFETCH_PARTITIONS = ahead
             rows["read_ranges python"].append(ranges(conf, topic, args.partitions, per, "python"))
             print(f"run {i + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rows.items()), flush=True)
         base = statistics.median(rows["raw"])

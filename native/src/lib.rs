@@ -1,4 +1,4 @@
-//! sparkafka's native fetch: consume one assigned partition with librdkafka straight into Arrow buffers.
+//! sparkafka's native fetch: consume assigned partitions with librdkafka straight into Arrow buffers.
 //!
 //! Runs inside Spark's Python workers, called by `sparkafka.source.native_fetch` (the only caller), which
 //! keeps every decision (when a partition is done, stalls, data loss, retries) in Python and shared with the
@@ -8,8 +8,15 @@
 //! copy per column), and Python wraps those as Arrow arrays without
 //! another copy.
 //!
+//! Each assigned partition is read from its own queue (`rd_kafka_queue_get_partition`, not forwarded to the
+//! consumer queue), so several partitions can be assigned at once and each still read alone, in offset
+//! order: librdkafka fetches them all in one request per broker, and the partition read next has its first
+//! records queued before its turn instead of waiting for a fetch of its own (`fetch.wait.max.ms` behind the
+//! one in flight). librdkafka's queue bounds (`queued.max.messages.kbytes`) then hold per partition.
+//!
 //! The GIL is released while librdkafka is waited on and while records are copied.
 
+use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr;
 use std::sync::Mutex;
@@ -331,9 +338,37 @@ impl Chunk {
 #[pyclass(module = "sparkafka_native")]
 struct Reader {
     rk: Handle,
+    /// The consumer queue: only consumer-level events reach it (every assigned partition has its own queue).
     queue: Queue,
+    /// The queue of each assigned partition, by (topic, partition).
+    parts: Mutex<HashMap<(String, i32), Queue>>,
     logs: Box<Logs>,
     closed: bool,
+}
+
+/// Consume and drop what `queue` holds now (a removed partition's prefetched records, outdated either way).
+unsafe fn drain(queue: Queue) {
+    let mut buf: Vec<*mut rd::rd_kafka_message_t> = vec![ptr::null_mut(); QUEUE_BATCH];
+    loop {
+        let got = rd::rd_kafka_consume_batch_queue(queue.0, 0, buf.as_mut_ptr(), QUEUE_BATCH);
+        if got <= 0 {
+            break;
+        }
+        for &m in &buf[..got as usize] {
+            rd::rd_kafka_message_destroy(m);
+        }
+    }
+}
+
+/// `Ok(())` for no error, else the error as a Python `KafkaError` (the error object is destroyed).
+unsafe fn check_error(error: *mut rd::rd_kafka_error_t) -> PyResult<()> {
+    if error.is_null() {
+        return Ok(());
+    }
+    let code = rd::rd_kafka_error_code(error);
+    let text = CStr::from_ptr(rd::rd_kafka_error_string(error)).to_string_lossy().into_owned();
+    rd::rd_kafka_error_destroy(error);
+    Err(KafkaError::new_err((code as i32, text)))
 }
 
 impl Reader {
@@ -412,25 +447,67 @@ impl Reader {
                 rd::rd_kafka_destroy(rk);
                 return Err(PyValueError::new_err(("group.id", "must not be empty")));
             }
-            Ok(Reader { rk: Handle(rk), queue: Queue(queue), logs, closed: false })
+            Ok(Reader { rk: Handle(rk), queue: Queue(queue), parts: Mutex::new(HashMap::new()), logs, closed: false })
         }
     }
 
-    /// Read `partition` of `topic` from `offset` (replacing any assignment).
+    /// Add `partition` of `topic` to the assignment, read from `offset` into its own queue (`fetch`); the
+    /// partitions assigned already go on being fetched. Assigning an assigned partition again restarts it
+    /// at `offset`.
     fn assign(&self, topic: &str, partition: i32, offset: i64) -> PyResult<()> {
         self.open()?;
+        self.release(topic, partition)?;
+        let name = CString::new(topic)?;
         let list = Self::one_partition(topic, partition, offset)?;
-        let err = unsafe {
-            let err = rd::rd_kafka_assign(self.rk.0, list);
+        unsafe {
+            let q = rd::rd_kafka_queue_get_partition(self.rk.0, name.as_ptr(), partition);
+            if q.is_null() {
+                rd::rd_kafka_topic_partition_list_destroy(list);
+                return Err(PyValueError::new_err(format!("no queue for {topic}-{partition}")));
+            }
+            // Before the assignment starts the fetcher: an application's forward (none) is kept by
+            // librdkafka's fetch start, which otherwise forwards the partition to the consumer queue.
+            rd::rd_kafka_queue_forward(q, ptr::null_mut());
+            drain(Queue(q)); // records of an earlier assignment of the partition, if any were left
+            let error = rd::rd_kafka_incremental_assign(self.rk.0, list);
             rd::rd_kafka_topic_partition_list_destroy(list);
-            err
-        };
-        check(err)
+            if let Err(e) = check_error(error) {
+                rd::rd_kafka_queue_destroy(q);
+                return Err(e);
+            }
+            self.parts.lock().expect("not poisoned").insert((topic.to_string(), partition), Queue(q));
+        }
+        Ok(())
     }
 
+    /// Remove `partition` of `topic` from the assignment and drop what it prefetched (nothing if it is not
+    /// assigned). librdkafka stops the partition's fetcher asynchronously: a response already in flight may
+    /// still queue records after the drain (outdated: dropped when the partition is next assigned).
+    fn release(&self, topic: &str, partition: i32) -> PyResult<()> {
+        self.open()?;
+        let q = self.parts.lock().expect("not poisoned").remove(&(topic.to_string(), partition));
+        let Some(q) = q else { return Ok(()) };
+        let list = Self::one_partition(topic, partition, -1001)?;
+        unsafe {
+            let error = rd::rd_kafka_incremental_unassign(self.rk.0, list);
+            rd::rd_kafka_topic_partition_list_destroy(list);
+            drain(q);
+            rd::rd_kafka_queue_destroy(q.0);
+            check_error(error)
+        }
+    }
+
+    /// Remove every partition from the assignment and drop what they prefetched.
     fn unassign(&self) -> PyResult<()> {
         self.open()?;
         let err = unsafe { rd::rd_kafka_assign(self.rk.0, ptr::null()) };
+        let parts: Vec<Queue> = self.parts.lock().expect("not poisoned").drain().map(|(_, q)| q).collect();
+        for q in parts {
+            unsafe {
+                drain(q);
+                rd::rd_kafka_queue_destroy(q.0);
+            }
+        }
         check(err)
     }
 
@@ -485,7 +562,8 @@ impl Reader {
     /// Consume the assigned partition into Arrow buffers: up to `max_rows` records before `end`, stopping
     /// early at `end`, at an event (an error or end of partition), at about `max_bytes` of keys, values
     /// and headers (by the mean record size: a record larger than the rest may pass it), or when nothing
-    /// arrives within `timeout_ms`. Returns what `Chunk::into_python` describes.
+    /// arrives within `timeout_ms`. Consumer-level events queued by then (no partition's) come with it.
+    /// Returns what `Chunk::into_python` describes; ValueError when the partition is not assigned.
     #[pyo3(signature = (topic, partition, end, max_rows, max_bytes, timeout_ms, include_headers))]
     #[allow(clippy::too_many_arguments)]
     fn fetch<'py>(
@@ -500,10 +578,14 @@ impl Reader {
         include_headers: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
         self.open()?;
-        let queue = self.queue;
+        let consumer = self.queue;
+        let Some(queue) = self.parts.lock().expect("not poisoned").get(&(topic.to_string(), partition)).copied()
+        else {
+            return Err(PyValueError::new_err(format!("{topic}-{partition} is not assigned")));
+        };
         let topic = topic.as_bytes().to_vec();
         let chunk = py.detach(move || unsafe {
-            let queue = queue; // the whole Send wrapper
+            let (queue, consumer) = (queue, consumer); // the whole Send wrappers
             let mut chunk = Chunk::new();
             let mut buf: Vec<*mut rd::rd_kafka_message_t> = vec![ptr::null_mut(); QUEUE_BATCH];
             loop {
@@ -539,6 +621,14 @@ impl Reader {
                     break;
                 }
             }
+            // Consumer-level events (a refused group lookup, brokers down): nothing else reaches that queue.
+            let got = rd::rd_kafka_consume_batch_queue(consumer.0, 0, buf.as_mut_ptr(), QUEUE_BATCH);
+            for &m in &buf[..got.max(0) as usize] {
+                if (*m).err != RespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+                    chunk.take(m, &topic, partition, end, include_headers);
+                }
+                rd::rd_kafka_message_destroy(m);
+            }
             chunk
         });
         chunk.into_python(py)
@@ -559,14 +649,27 @@ impl Reader {
         }
         self.closed = true;
         let (rk, queue) = (self.rk, self.queue);
+        let parts = self.take_parts();
         py.detach(move || {
-            let (rk, queue) = (rk, queue); // the whole Send wrappers
-            unsafe { destroy(rk, queue) }
+            let (rk, queue, parts) = (rk, queue, parts); // the whole Send wrappers
+            unsafe { destroy(rk, queue, parts) }
         });
     }
 }
 
-unsafe fn destroy(rk: Handle, queue: Queue) {
+impl Reader {
+    fn take_parts(&self) -> Vec<Queue> {
+        match self.parts.lock() {
+            Ok(mut parts) => parts.drain().map(|(_, q)| q).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+unsafe fn destroy(rk: Handle, queue: Queue, parts: Vec<Queue>) {
+    for q in parts {
+        rd::rd_kafka_queue_destroy(q.0);
+    }
     rd::rd_kafka_queue_destroy(queue.0);
     rd::rd_kafka_consumer_close(rk.0);
     rd::rd_kafka_destroy(rk.0);
@@ -576,7 +679,8 @@ impl Drop for Reader {
     fn drop(&mut self) {
         if !self.closed {
             self.closed = true;
-            unsafe { destroy(self.rk, self.queue) };
+            let parts = self.take_parts();
+            unsafe { destroy(self.rk, self.queue, parts) };
         }
     }
 }

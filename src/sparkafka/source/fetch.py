@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 
 ROWS_PER_BATCH = 20_000
 
+PREFETCH_PARTITIONS = 8
+"""Partitions assigned beside the one a task reads, with a fetcher that reads each from its own queue
+(``Fetcher.overlaps``; ``_assign_ahead``)."""
+
 
 @dataclass(frozen=True)
 class OffsetRange:
@@ -102,8 +106,9 @@ def _fetcher(conf: Mapping[str, str], choice: FetcherChoice) -> Fetcher:
     ``auto``) the extension is missing or cannot take the settings; then confluent-kafka's."""
     settings = _reader_settings(conf)
     if choice != "python":
+        own = _per_partition_queues(settings)
         try:
-            native: Fetcher = cached("reader-native", settings, lambda: NativeFetcher(settings), _close)
+            native: Fetcher = cached("reader-native", own, lambda: NativeFetcher(own), _close)
         except NativeUnavailableError as e:
             if choice == "native":
                 raise NativeUnavailableError(f"option fetcher=native: {e}") from None
@@ -116,6 +121,22 @@ def _fetcher(conf: Mapping[str, str], choice: FetcherChoice) -> Fetcher:
 
 
 _told: set[str] = set()
+
+
+def _per_partition_queues(settings: Mapping[str, str]) -> dict[str, str]:
+    """``settings`` for a fetcher with a queue per partition (``NativeFetcher``): librdkafka's prefetch
+    bounds (``queued.max.messages.kbytes``, ``queued.min.messages``) then hold per partition, not for the
+    consumer's one queue, so each is divided among the partitions a read assigns at once (1 +
+    ``PREFETCH_PARTITIONS``), a user's own bound included (no floor above librdkafka's least, 1): a
+    worker's queued records stay within the bound as before, whatever the partitions read. librdkafka
+    checks a queue's bound before each fetch, so each queue may pass it by one fetch
+    (``max.partition.fetch.bytes``): that overshoot is per partition assigned, no longer once."""
+    out = dict(settings)
+    window = 1 + PREFETCH_PARTITIONS
+    for key in ("queued.max.messages.kbytes", "queued.min.messages"):
+        if out.get(key, "").strip().isdigit():  # else librdkafka refuses it, naming it
+            out[key] = str(max(int(out[key]) // window, 1))
+    return out
 
 
 def _close(fetcher: Fetcher) -> None:
@@ -133,7 +154,10 @@ def read_ranges(
 ) -> Iterator[pa.RecordBatch]:
     """Yield every record in ``ranges`` exactly once, in offset order per partition, as Arrow batches.
 
-    Partitions are read one after another (a batch holds one partition's records). A partition is done
+    Partitions are read one after another in (topic, partition) order (a batch holds one partition's
+    records); with a fetcher that reads each assigned partition from its own queue, the next
+    ``PREFETCH_PARTITIONS`` are assigned while one is read, so their first records are fetched meanwhile
+    (``_assign_ahead``). A partition is done
     when a record at or past its end arrives, the consumer's position reaches the end, or the partition's
     end-of-log event reports an offset at or past the end. So gaps (transaction markers, compaction,
     aborted records under read_committed) never stall it. ``fetcher`` picks how records are taken off
@@ -152,17 +176,21 @@ def read_ranges(
     todo = [r for r in ranges if r.end > r.start or r.to_latest]
     if not todo:
         return
+    twice = sorted({r.tp for r in todo if sum(o.tp == r.tp for o in todo) > 1})
+    if twice:  # a task's plan has one range a partition (reader.py); reading is keyed by partition
+        raise ValueError(f"read_ranges takes one range per partition; {twice[0]} has more than one")
     reader = _fetcher(conf, fetcher)
     learn_topics(reader, {r.tp.topic for r in todo}, 30)
-    todo = [_bind(reader, r, fail_on_data_loss, conf) for r in todo]
+    todo = sorted((_bind(reader, r, fail_on_data_loss, conf) for r in todo), key=lambda r: r.tp)
     starts = {r.tp: r.start for r in todo}
+    assigned: set[TopicPartition] = set()
     stalled = functools.partial(broker_gaps.note_stalled_fetch, conf)
     try:
-        for r in sorted(todo, key=lambda r: r.tp):
+        for i, r in enumerate(todo):
             only = r.tp
             out_of_range_at: int | None = None
             while starts[only] < r.end:
-                reader.assign(only, starts[only])
+                _assign_ahead(reader, todo[i:], starts, assigned)
                 try:
                     yield from _read_partition(
                         reader,
@@ -176,12 +204,14 @@ def read_ranges(
                     break
                 except _StalledError as e:  # the fetch wait was raised: again from where the read got to
                     reader.unassign()
+                    assigned.clear()
                     if e.position is not None:
                         starts[only] = e.position
                     reader = _fetcher(conf, fetcher)
-                    learn_topics(reader, {only.topic}, 30)
+                    learn_topics(reader, {t.tp.topic for t in todo[i:]}, 30)
                 except _OutOfRangeError as e:
-                    reader.unassign()
+                    reader.release(only)
+                    assigned.discard(only)
                     at = starts[only] if e.position is None else e.position
                     if at == out_of_range_at:  # the log held it, yet the broker refused it again
                         raise BrokerError(
@@ -190,10 +220,35 @@ def read_ranges(
                         ) from None
                     out_of_range_at = at
                     starts[only] = _skip_out_of_range(reader, r, at, fail_on_data_loss, conf)
+            if only in assigned:
+                reader.release(only)
+                assigned.discard(only)
     except _DeniedError as e:
         raise denied(conf, Access("READ", "topic", e.tp.topic), f"reading {e.tp}") from None
     finally:
         reader.unassign()
+
+
+def _assign_ahead(
+    reader: Fetcher,
+    rest: Sequence[OffsetRange],
+    starts: dict[TopicPartition, int],
+    assigned: set[TopicPartition],
+) -> None:
+    """Assign ``rest[0]``, the range read now, unless it is; and when ``reader.overlaps``, those of the next
+    ``PREFETCH_PARTITIONS`` ranges with something left to read, each from where its read is to start.
+
+    So a partition's first fetch goes out with the fetches of the ones before it, and its first records are
+    queued when its turn comes: assigned alone, a partition's first fetch waits on the connection for the
+    fetch in flight, which a broker holds up to ``fetch.wait.max.ms`` at a log's end (bench/PARTITIONS.md:
+    about 12 ms a partition at the readers' 10 ms). Each partition is still read alone, in offset order, from
+    its own queue; ``assigned`` is kept up to date.
+    """
+    ahead = PREFETCH_PARTITIONS if reader.overlaps else 0
+    for r in rest[: 1 + ahead]:
+        if r.tp not in assigned and starts[r.tp] < r.end:
+            reader.assign(r.tp, starts[r.tp])
+            assigned.add(r.tp)
 
 
 class _DeniedError(Exception):

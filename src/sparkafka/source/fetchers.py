@@ -62,6 +62,11 @@ class Fetched:
 class Fetcher(Protocol):
     """One reader's client: a consumer used only with ``assign`` and explicit positions."""
 
+    overlaps: bool
+    """Whether partitions can be assigned beside the one being read, each fetched alone from its own
+    queue (sparkafka_native); False: one partition at a time, ``assign`` replaces the assignment
+    (confluent-kafka reads every assigned partition from one queue)."""
+
     def list_topics(self, topic: str, timeout: float) -> Any:
         """Fetch ``topic``'s metadata now (``client.core.learn_topics``); raises a KafkaException."""
 
@@ -69,10 +74,13 @@ class Fetcher(Protocol):
         """(log start, high watermark) of confluent-kafka TopicPartition ``tp``; raises KafkaException."""
 
     def assign(self, tp: TopicPartition, offset: int) -> None:
-        """Read ``tp`` from ``offset``, replacing the assignment."""
+        """Read ``tp`` from ``offset``: added to the assignment when ``overlaps``, else replacing it."""
+
+    def release(self, tp: TopicPartition) -> None:
+        """Stop reading ``tp`` (its prefetched records are dropped); nothing when it is not assigned."""
 
     def unassign(self) -> None:
-        """Stop reading (the end of a task's read; its prefetched records are dropped)."""
+        """Stop reading every partition (the end of a task's read; prefetched records are dropped)."""
 
     def position(self, tp: TopicPartition) -> int:
         """The next offset the assigned ``tp`` returns (negative: not known yet)."""
@@ -91,8 +99,12 @@ class PythonFetcher:
     """A ``Fetcher`` over a confluent-kafka Consumer: Python objects per record, Arrow built from lists.
 
     The fallback when sparkafka's native extension is not installed or cannot take the settings (GSSAPI),
-    and option ``fetcher=python``.
+    and option ``fetcher=python``. One partition at a time (``overlaps`` False): confluent-kafka has no
+    queue per partition (``rd_kafka_queue_get_partition``), so a partition assigned beside the one being
+    read would interleave its records in the one queue, to be held in Python while the current one is read.
     """
+
+    overlaps = False
 
     def __init__(self, consumer: Any) -> None:
         self.consumer = consumer
@@ -111,6 +123,10 @@ class PythonFetcher:
         from confluent_kafka import TopicPartition as CTopicPartition
 
         self.consumer.assign([CTopicPartition(tp.topic, tp.partition, offset)])
+
+    def release(self, tp: TopicPartition) -> None:
+        """See ``Fetcher.release``: the assignment is ``tp`` or nothing."""
+        self.consumer.unassign()
 
     def unassign(self) -> None:
         """See ``Fetcher.unassign``."""

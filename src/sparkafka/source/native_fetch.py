@@ -55,9 +55,14 @@ def native_version() -> str | None:
 class NativeFetcher:
     """A ``fetchers.Fetcher`` over ``sparkafka_native.Reader``; made once per worker and settings (cached).
 
+    Each assigned partition is read from its own librdkafka queue (``overlaps``), so ``read_ranges`` can
+    assign the partitions it reads next beside the one it reads now.
+
     Raises:
         NativeUnavailableError: the extension is not installed or refuses a setting (named, never its value).
     """
+
+    overlaps = True
 
     def __init__(self, settings: Mapping[str, str]) -> None:
         try:
@@ -104,6 +109,10 @@ class NativeFetcher:
     def assign(self, tp: TopicPartition, offset: int) -> None:
         """See ``Fetcher.assign``."""
         self._reader.assign(tp.topic, tp.partition, offset)
+
+    def release(self, tp: TopicPartition) -> None:
+        """See ``Fetcher.release``."""
+        self._reader.release(tp.topic, tp.partition)
 
     def unassign(self) -> None:
         """See ``Fetcher.unassign``."""

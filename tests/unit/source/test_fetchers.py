@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 from collections.abc import Iterator
@@ -147,6 +148,8 @@ class FakeFetcher:
     or not (confluent-kafka's ``consume`` leaves it at an end-of-partition event's offset).
     """
 
+    overlaps = False
+
     def __init__(self, answers: list[Fetched], position: int = -1001, events_move: bool = True) -> None:
         self.answers = list(answers)  # popped: the parametrized list is shared by both rules
         self.at = position
@@ -161,6 +164,9 @@ class FakeFetcher:
 
     def assign(self, tp: TopicPartition, offset: int) -> None:
         self.assigned.append((tp, offset))
+
+    def release(self, tp: TopicPartition) -> None:
+        return None
 
     def unassign(self) -> None:
         return None
@@ -325,3 +331,191 @@ def test_a_silent_partition_whose_log_ends_below_the_range_is_data_loss(
     ) as lost:
         _read(Truncated([Fetched(_rows([0]), 0, False)]), monkeypatch, poll_timeout_ms=0)
     assert lost.value.condition == "KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE"
+
+
+class QueuedFetcher:
+    """A fetcher with a queue per assigned partition, as sparkafka_native's (``overlaps``), or with one
+    queue, as confluent-kafka's (``assign`` replaces the assignment): each partition's log is
+    ``[0, log_end)``, and ``fetch(tp)`` gives the next ``chunk`` records of ``tp`` from where it was
+    assigned, then its end-of-partition event. It logs what is asked of it, and fails a fetch of a
+    partition that is not assigned."""
+
+    def __init__(self, log_end: int, overlaps: bool, chunk: int = 3) -> None:
+        self.overlaps = overlaps
+        self.log_end = log_end
+        self.chunk = chunk
+        self.at: dict[TopicPartition, int] = {}
+        """The assigned partitions and their positions."""
+        self.calls: list[tuple[str, TopicPartition]] = []
+        self.most_assigned = 0
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        return None
+
+    def get_watermark_offsets(self, tp: Any, timeout: float) -> tuple[int, int]:
+        return 0, self.log_end
+
+    def assign(self, tp: TopicPartition, offset: int) -> None:
+        if not self.overlaps:
+            self.at.clear()
+        self.at[tp] = offset
+        self.most_assigned = max(self.most_assigned, len(self.at))
+        self.calls.append(("assign", tp))
+
+    def release(self, tp: TopicPartition) -> None:
+        if self.overlaps:
+            self.at.pop(tp, None)
+        else:
+            self.at.clear()
+        self.calls.append(("release", tp))
+
+    def unassign(self) -> None:
+        self.at.clear()
+
+    def position(self, tp: TopicPartition) -> int:
+        return self.at[tp]
+
+    def fetch(
+        self, tp: TopicPartition, end: int, max_rows: int, timeout_s: float, include_headers: bool
+    ) -> Fetched:
+        assert tp in self.at, f"{tp} fetched but not assigned"
+        self.calls.append(("fetch", tp))
+        at = self.at[tp]
+        offsets = list(range(at, min(at + self.chunk, self.log_end)))
+        if not offsets:
+            return Fetched(
+                None, None, False, [(KafkaError(KafkaError._PARTITION_EOF), tp.topic, tp.partition, at)]
+            )
+        self.at[tp] = offsets[-1] + 1
+        kept = [o for o in offsets if o < end]
+        batch = _rows_of(tp, kept) if kept else None
+        return Fetched(batch, offsets[-1], offsets[-1] >= end - 1)
+
+    def close(self) -> None:
+        return None
+
+
+def _rows_of(tp: TopicPartition, offsets: list[int]) -> pa.RecordBatch:
+    batch = _rows(offsets)
+    return batch.set_column(2, "topic", pa.array([tp.topic] * len(offsets))).set_column(
+        3, "partition", pa.array([tp.partition] * len(offsets), pa.int32())
+    )
+
+
+def _queued_read(
+    fake: QueuedFetcher, ranges: list[OffsetRange], monkeypatch: pytest.MonkeyPatch
+) -> list[Any]:
+    monkeypatch.setattr(fetch, "_fetcher", lambda conf, choice: fake)
+    batches = list(read_ranges({}, ranges))
+    for b in batches:  # one partition a batch
+        assert (
+            len({(t, p) for t, p in zip(b["topic"].to_pylist(), b["partition"].to_pylist(), strict=True)})
+            == 1
+        )
+    return [
+        (t, p, o)
+        for b in batches
+        for t, p, o in zip(
+            b["topic"].to_pylist(), b["partition"].to_pylist(), b["offset"].to_pylist(), strict=True
+        )
+    ]
+
+
+# Ranges of 14 partitions of two topics, given out of order: lengths 1 to 10 (1 to 4 chunks of 3), starting
+# at 0 or further in, one empty (never assigned), one ending at the log's end (ended by its event).
+_TPS = [TopicPartition(t, p) for t in ("b", "a") for p in (6, 0, 3, 1, 5, 2, 4)]
+_RANGES = [OffsetRange(tp, i % 3, i % 3 + (i % 10) + 1) for i, tp in enumerate(_TPS)]
+_RANGES[4] = OffsetRange(_TPS[4], 5, 5)
+_RANGES[7] = OffsetRange(_TPS[7], 10, 20)
+
+
+def _expected(ranges: list[OffsetRange]) -> list[tuple[str, int, int]]:
+    return [
+        (r.tp.topic, r.tp.partition, o)
+        for r in sorted(ranges, key=lambda r: r.tp)
+        for o in range(r.start, r.end)
+    ]
+
+
+def test_the_partitions_read_next_are_assigned_beside_the_one_read_each_still_read_alone_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a queue per partition (sparkafka_native), the next ``PREFETCH_PARTITIONS`` partitions are
+    assigned while one is read, so their first fetch is not a fresh wait (bench/PARTITIONS.md); the rows are
+    the same as one at a time: each range exactly, in offset order, partitions in (topic, partition) order;
+    no more partitions assigned than the window; a partition released once read; nothing left assigned."""
+    fake = QueuedFetcher(log_end=20, overlaps=True)
+    assert _queued_read(fake, _RANGES, monkeypatch) == _expected(_RANGES)
+    order = sorted((r.tp for r in _RANGES if r.end > r.start), key=lambda tp: tp)
+    assigned = [tp for what, tp in fake.calls if what == "assign"]
+    assert assigned == order  # each once, in reading order, the empty range never
+    for now, after in itertools.pairwise(order):
+        first_fetch = fake.calls.index(("fetch", now))
+        last_fetch = len(fake.calls) - 1 - fake.calls[::-1].index(("fetch", now))
+        assert fake.calls.index(("assign", after)) < first_fetch  # assigned before its turn: overlapped
+        assert fake.calls.index(("release", now)) > last_fetch
+    assert fake.most_assigned == 1 + min(fetch.PREFETCH_PARTITIONS, len(order) - 1)
+    assert fake.at == {}
+
+
+@pytest.mark.parametrize("ahead", [0, 1, 3])
+def test_the_window_of_partitions_assigned_ahead_is_bounded(
+    ahead: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window bounds the partitions assigned at once (librdkafka's queue bound holds per partition):
+    never more than 1 + ``PREFETCH_PARTITIONS``; the rows the same whatever the window."""
+    monkeypatch.setattr(fetch, "PREFETCH_PARTITIONS", ahead)
+    fake = QueuedFetcher(log_end=20, overlaps=True)
+    assert _queued_read(fake, _RANGES, monkeypatch) == _expected(_RANGES)
+    assert fake.most_assigned == 1 + ahead
+
+
+def test_a_fetcher_with_one_queue_reads_one_partition_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """confluent-kafka's (``overlaps`` False): every assigned partition's records share one queue, so
+    nothing is assigned beside the partition read."""
+    fake = QueuedFetcher(log_end=20, overlaps=False)
+    assert _queued_read(fake, _RANGES, monkeypatch) == _expected(_RANGES)
+    assert fake.most_assigned == 1
+    for now, after in itertools.pairwise(fake.calls):
+        if after[0] == "assign":
+            assert now[0] == "release"
+
+
+def test_the_prefetch_bounds_are_divided_among_the_partitions_assigned_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a queue per partition librdkafka's bounds hold per partition: the native fetch's settings
+    divide them, so a worker's prefetch stays what it was with one queue; one at a time keeps them."""
+    settings = fetch._reader_settings({"bootstrap.servers": "b:9092"})
+    monkeypatch.setattr(fetch, "PREFETCH_PARTITIONS", 3)
+    own = fetch._per_partition_queues(settings)
+    assert int(own["queued.max.messages.kbytes"]) * 4 == int(settings["queued.max.messages.kbytes"])
+    assert int(own["queued.min.messages"]) * 4 == int(settings["queued.min.messages"])
+    assert {k: v for k, v in own.items() if not k.startswith("queued.")} == {
+        k: v for k, v in settings.items() if not k.startswith("queued.")
+    }
+    given = fetch._per_partition_queues({**settings, "queued.max.messages.kbytes": "lots"})
+    assert given["queued.max.messages.kbytes"] == "lots"  # librdkafka refuses it, naming it
+    monkeypatch.setattr(fetch, "PREFETCH_PARTITIONS", 0)
+    assert fetch._per_partition_queues(settings) == settings
+
+
+def test_a_users_small_prefetch_bound_is_divided_too_not_raised() -> None:
+    """queued.max.messages.kbytes=100 over 9 queues: about 11 KB each, not a floor of 1 MB each."""
+    settings = {
+        **fetch._reader_settings({"bootstrap.servers": "b:9092"}),
+        "queued.max.messages.kbytes": "100",
+    }
+    own = fetch._per_partition_queues(settings)
+    window = 1 + fetch.PREFETCH_PARTITIONS
+    assert int(own["queued.max.messages.kbytes"]) * window <= 100
+    assert int(own["queued.min.messages"]) * window <= int(settings["queued.min.messages"])
+
+
+def test_two_ranges_of_one_partition_in_one_read_are_refused() -> None:
+    """Reading is keyed by partition: a second range of one would be skipped or read twice."""
+    tp = TopicPartition("t", 0)
+    with pytest.raises(ValueError, match=r"one range per partition"):
+        list(
+            fetch.read_ranges({"bootstrap.servers": "b:9092"}, [OffsetRange(tp, 0, 3), OffsetRange(tp, 5, 8)])
+        )
