@@ -751,6 +751,10 @@ def watermark_drops(batches: list[list[int]], delay: int) -> list[int]:
     return dropped
 
 
+def still_clock() -> float:
+    return 0.0
+
+
 def run(
     log: FakeLog,
     drift: int,
@@ -758,15 +762,19 @@ def run(
     max_rows: int | None,
     bounded: bool,
 ) -> tuple[list[list[int]], list[AlignmentStatus], dict[TopicPartition, int]]:
-    """Plan and read batches until a plan moves nothing; every plan checked against a cold aligner."""
-    aligner = EventTimeAligner(log, drift, idle, scan_limit=3)
+    """Plan and read batches until a plan moves nothing; every plan checked against a cold aligner.
+
+    On a clock that stands still: idleness is by the driver's clock since a partition was first seen quiet,
+    which a cold aligner cannot know, so a warm and a cold plan may differ once time passes (by design:
+    replays take their ends from the offset log). Idleness has its own tests below."""
+    aligner = EventTimeAligner(log, drift, idle, scan_limit=3, clock=still_clock)
     position = dict.fromkeys(log.records, 0)
     latest = {tp: log.end(tp) for tp in log.records}
     batches: list[list[int]] = []
     statuses: list[AlignmentStatus] = []
     for _ in range(500):
         capped = aligner.cap(position, latest, bounded=bounded, max_records=max_rows)
-        cold = EventTimeAligner(FakeLog(log.records), drift, idle, scan_limit=3)
+        cold = EventTimeAligner(FakeLog(log.records), drift, idle, scan_limit=3, clock=still_clock)
         cold_caps = cold.cap(position, latest, bounded=bounded, max_records=max_rows)
         assert cold_caps == capped  # deterministic from the checkpoint
         assert all(position[tp] <= capped[tp] <= latest[tp] for tp in position)
