@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import inspect
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from sparkafka.client.metadata import AdminMetadata
 from sparkafka.errors import AuthorizationError, BrokerError, PartitionsGoneError
 from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS
 from sparkafka.sink.intents import IntentLog
-from sparkafka.structs import TopicPartition
+from sparkafka.structs import TimestampedOffset, TopicPartition
 
 CONF = {"bootstrap.servers": "127.0.0.1:1"}  # never contacted: every client here is a fake
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
@@ -700,3 +701,44 @@ def test_a_coordinator_slow_to_answer_is_asked_again_within_the_time() -> None:
     meta, clock = group_metadata(reader, {"a": 1})
     assert meta.committed("g", [A0]) == {A0: 3}
     assert clock.slept == [0.05]
+
+
+def test_the_read_back_for_a_partitions_last_record_reads_each_offset_once_and_at_most_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Windows 64, then 16 times wider, each reading only what the one before did not, up to LAST_LOOK_BACK
+    offsets in all; then None (nothing a reader reads there)."""
+    import sparkafka.source.admin as admin_module
+    from sparkafka.source.admin import LAST_LOOK_BACK, SourceMetadata
+
+    windows: list[tuple[int, int]] = []
+
+    def nothing_readable(
+        _conf: Any, ranges: dict[TopicPartition, tuple[int, int]], _timeout_s: float
+    ) -> dict[TopicPartition, Any]:
+        windows.extend(ranges.values())
+        return dict.fromkeys(ranges)
+
+    monkeypatch.setattr(admin_module, "last_times", nothing_readable)
+    meta = SourceMetadata(CONF, 30, admin=FakeAdmin([], {"a": 1}))
+    end = 10_000_000
+    assert meta.last({A0: end}) == {A0: None}
+    assert windows[0] == (end - 64, end)
+    assert all(w[1] == v[0] for v, w in itertools.pairwise(windows))  # contiguous, none again
+    assert windows[-1][0] == end - LAST_LOOK_BACK  # and no further
+
+
+def test_the_read_back_answers_the_last_record_of_the_first_window_that_has_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sparkafka.source.admin as admin_module
+    from sparkafka.source.admin import SourceMetadata
+
+    def record_at_100(
+        _conf: Any, ranges: dict[TopicPartition, tuple[int, int]], _timeout_s: float
+    ) -> dict[TopicPartition, Any]:
+        return {tp: TimestampedOffset(100, 7) if s <= 100 < e else None for tp, (s, e) in ranges.items()}
+
+    monkeypatch.setattr(admin_module, "last_times", record_at_100)
+    meta = SourceMetadata(CONF, 30, admin=FakeAdmin([], {"a": 1}))
+    assert meta.last({A0: 5_000}) == {A0: TimestampedOffset(100, 7)}  # in the third window, (0, 3976)

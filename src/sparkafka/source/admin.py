@@ -88,22 +88,26 @@ class SourceMetadata(AdminMetadata):
         return {tp: Scan(record, scanned_to) for tp, (record, scanned_to) in found.items()}
 
     def last(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, TimestampedOffset | None]:
-        """``EventTimeLog.last``: reads back from each end, 64 offsets first, then windows 16 times wider
-        until a record is found, the window reaches offset 0 or ``LAST_LOOK_BACK`` (one fetch for all
-        partitions a window, this isolation level, within ``metadataTimeoutMs`` each). Markers are one
-        offset each, so one window of 64 finds the record but behind an aborted transaction."""
+        """``EventTimeLog.last``: reads back from each end, the last 64 offsets first, then windows 16 times
+        wider, each reading only the offsets the one before did not, until a record is found or the window
+        reaches offset 0 or ``LAST_LOOK_BACK`` offsets (so at most that many are read a partition; one
+        fetch for all partitions a window, this isolation level, within ``metadataTimeoutMs`` each).
+        Markers are one offset each, so the first window finds the record but behind an aborted
+        transaction. None: no record a reader reads within ``LAST_LOOK_BACK`` of the end."""
         out: dict[TopicPartition, TimestampedOffset | None] = dict.fromkeys(ends)
         todo = {tp: end for tp, end in ends.items() if end > 0}
-        back = 64
+        read, back = 0, min(64, LAST_LOOK_BACK)
         while todo:
             found = last_times(
-                self._conf, {tp: (max(0, end - back), end) for tp, end in todo.items()}, self._timeout_s
+                self._conf,
+                {tp: (max(0, end - back), end - read) for tp, end in todo.items()},
+                self._timeout_s,
             )
             for tp, end in list(todo.items()):
                 if found[tp] is not None or end <= back or back >= LAST_LOOK_BACK:
                     out[tp] = found[tp]
                     del todo[tp]
-            back *= 16
+            read, back = back, min(back * 16, LAST_LOOK_BACK)
         return out
 
     def pending(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, TimestampedOffset | None]:
