@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkafka.client.record_times import _outcome, lookup_settings
+from sparkafka.client.record_times import _last_outcome, _outcome, lookup_settings
 from sparkafka.structs import TimestampedOffset, TopicPartition
 
 CONF = {"bootstrap.servers": "127.0.0.1:9", "fetch.wait.max.ms": "5", "group.id": "the-users"}
@@ -50,10 +50,12 @@ class _Record:
 def test_a_record_below_the_scans_start_is_no_answer() -> None:
     """The log truncated under a scan (its start past the new end): the consumer resets to the log's start
     (auto.offset.reset=earliest) and fetches records below the range. Taken as the range's first record it
-    would be cached as the record at a position it lies before."""
+    would be cached as the record at a position it lies before; read on, the scan would read the log from
+    its start. Nothing is known at or past the start: the scan ends there."""
     tp = TopicPartition("t", 0)
     for last in (False, True):
-        assert _outcome(CONF, tp, _Record(5, 100), (10, 20), at_least_ms=None, last=last) is None
-        assert _outcome(CONF, tp, _Record(5, 100), (10, 20), at_least_ms=50, last=last) is None
+        assert _outcome(CONF, tp, _Record(5, 100), (10, 20), at_least_ms=None, last=last) == (None, 10)
+        assert _outcome(CONF, tp, _Record(5, 100), (10, 20), at_least_ms=50, last=last) == (None, 10)
+    assert _last_outcome(CONF, tp, _Record(5, 100), (10, 20)) == (None, True)
     found = _outcome(CONF, tp, _Record(12, 100), (10, 20), at_least_ms=None, last=False)
     assert found == (TimestampedOffset(12, 100), 12)

@@ -182,7 +182,9 @@ def _last_outcome(
             raise broker_error(f"fetching {tp} to look up its last record", conf, error)
         return None, True  # the end of the log as this reader sees it
     offset = int(msg.offset())
-    record = TimestampedOffset(offset, int(msg.timestamp()[1])) if start <= offset < end else None
+    if offset < start:  # reset to the log's start under a truncated log (as in ``_outcome``): none here
+        return None, True
+    record = TimestampedOffset(offset, int(msg.timestamp()[1])) if offset < end else None
     return record, offset >= end - 1
 
 
@@ -210,9 +212,10 @@ def _outcome(
     offset, timestamp = int(msg.offset()), int(msg.timestamp()[1])
     if offset < start:
         # Below the scan's start: the log was truncated under it (an unclean leader election) and
-        # auto.offset.reset started it at the log's start. Not an answer about the range: it goes on (to
-        # the range, or to the end of the log, which then says nothing lies in it).
-        return None
+        # auto.offset.reset started it at the log's start (librdkafka drops records below a fetch's
+        # offset otherwise). Nothing is known at or past the start: the scan ends there at once, instead
+        # of reading the log from its start (the next plan asks again; data loss is the reader's).
+        return None, start
     if offset >= end:
         return None, end
     if at_least_ms is None or timestamp >= at_least_ms:
