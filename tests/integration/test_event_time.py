@@ -49,6 +49,15 @@ def window_counts(df: Any) -> Any:
     return df.groupBy(window("timestamp", "1 minute")).count().selectExpr("window.start AS start", "count")
 
 
+def dropped_by_watermark(query: Any) -> int:
+    """``numRowsDroppedByWatermark`` over the query's progress reports."""
+    return sum(
+        op.get("numRowsDroppedByWatermark", 0)
+        for progress in query.recentProgress
+        for op in progress.get("stateOperators", [])
+    )
+
+
 class Windows:
     """A windowed count with a 10-minute watermark, run availableNow in update mode, collected per window."""
 
@@ -68,22 +77,24 @@ class Windows:
                 self._start(counted, checkpoint)
         self._start(counted, checkpoint)
 
-    def _start(self, counted: Any, checkpoint: str) -> None:
-        query = (
+    def start(self, df: Any, checkpoint: str) -> Any:
+        """The same count on the default trigger, collected here: the caller drives the query it returns
+        (``processAllAvailable``) and stops it."""
+        return self._writer(window_counts(df.withWatermark("timestamp", "10 minutes")), checkpoint).start()
+
+    def _writer(self, counted: Any, checkpoint: str) -> Any:
+        return (
             counted.writeStream.outputMode("update")
             .foreachBatch(self._collect)
             .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
         )
+
+    def _start(self, counted: Any, checkpoint: str) -> None:
+        query = self._writer(counted, checkpoint).trigger(availableNow=True).start()
         try:
             assert query.awaitTermination(300), "query did not finish"
         finally:
-            self.dropped += sum(
-                op.get("numRowsDroppedByWatermark", 0)
-                for progress in query.recentProgress
-                for op in progress.get("stateOperators", [])
-            )
+            self.dropped += dropped_by_watermark(query)
 
     def _collect(self, batch: Any, batch_id: int) -> None:
         if batch_id == self._fail_at:
@@ -263,19 +274,8 @@ def test_a_partition_behind_an_open_transaction_holds_the_others_and_none_of_its
         maxEventTimeDrift="10 minutes",
         metricsFile=metrics,
     )
-    counts: dict[dt.datetime, int] = {}
-
-    def collect(batch: Any, _batch_id: int) -> None:
-        for row in batch.collect():
-            counts[row["start"]] = row["count"]
-
-    query = (
-        window_counts(df.withWatermark("timestamp", "10 minutes"))
-        .writeStream.outputMode("update")
-        .foreachBatch(collect)
-        .option("checkpointLocation", ck)
-        .start()
-    )
+    windows = Windows()
+    query = windows.start(df, ck)
     try:
         query.processAllAvailable()
         ends = checkpoint_batches(ck)[0]
@@ -317,7 +317,7 @@ def test_a_partition_behind_an_open_transaction_holds_the_others_and_none_of_its
     read = batch.load().where(f"partition = 0 OR timestamp < timestamp_millis({after})")
     expected = {r["start"]: r["count"] for r in window_counts(read).collect()}
     assert sum(expected.values()) == 10 + len(pending) + sum(below.values())  # what was produced, committed
-    assert counts == expected
+    assert windows.counts == expected
     assert dropped == 0
 
 
@@ -350,19 +350,8 @@ def test_a_commit_marker_newer_than_its_records_does_not_let_the_others_race_ahe
     produce(kafka_conf, topic, [(1, ts) for ts in backlog])
     ck = str(tmp_path / "ck")
     df = source(spark, bootstrap, subscribe=topic, startingOffsets="earliest", maxEventTimeDrift="10 minutes")
-    counts: dict[dt.datetime, int] = {}
-
-    def collect(batch: Any, _batch_id: int) -> None:
-        for row in batch.collect():
-            counts[row["start"]] = row["count"]
-
-    query = (
-        window_counts(df.withWatermark("timestamp", "10 minutes"))
-        .writeStream.outputMode("update")
-        .foreachBatch(collect)
-        .option("checkpointLocation", ck)
-        .start()
-    )
+    windows = Windows()
+    query = windows.start(df, ck)
     try:
         query.processAllAvailable()
         ends = checkpoint_batches(ck)[0]
@@ -376,10 +365,5 @@ def test_a_commit_marker_newer_than_its_records_does_not_let_the_others_race_ahe
         assert ends[max(ends)] == {p0: 62, p1: read_p1}
     finally:
         query.stop()
-    dropped = sum(
-        op.get("numRowsDroppedByWatermark", 0)
-        for progress in query.recentProgress
-        for op in progress.get("stateOperators", [])
-    )
-    assert dropped == 0
-    assert sum(counts.values()) == len(first) + len(second) + read_p1
+    assert dropped_by_watermark(query) == 0
+    assert sum(windows.counts.values()) == len(first) + len(second) + read_p1
