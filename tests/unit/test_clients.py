@@ -703,11 +703,12 @@ def test_a_coordinator_slow_to_answer_is_asked_again_within_the_time() -> None:
     assert clock.slept == [0.05]
 
 
-def test_the_read_back_for_a_partitions_last_record_reads_each_offset_once_and_at_most_the_limit(
+def test_the_read_back_for_a_partitions_last_record_asks_contiguous_windows_reaching_at_most_the_limit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Windows 64, then 16 times wider, each reading only what the one before did not, up to LAST_LOOK_BACK
-    offsets in all; then None (nothing a reader reads there)."""
+    """Windows 64, then 16 times wider, each range ending where the one before began (a read goes on to
+    the end of the log all the same: nothing is read there, and a fetch cannot stop short of a record),
+    reaching LAST_LOOK_BACK offsets back at most; then None (nothing a reader reads there)."""
     import sparkafka.source.admin as admin_module
     from sparkafka.source.admin import LAST_LOOK_BACK, SourceMetadata
 

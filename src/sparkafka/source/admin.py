@@ -8,17 +8,12 @@ from collections.abc import Iterable, Mapping
 from sparkafka.client.metadata import AdminMetadata
 from sparkafka.client.record_times import last_times, scan_times
 from sparkafka.client.security import Access, authenticated
-from sparkafka.source.alignment import Scan
+from sparkafka.source.event_time_log import LAST_LOOK_BACK, Scan
 from sparkafka.source.options import SourceOptions, Subscription
 from sparkafka.source.planning import Discovery
 from sparkafka.structs import KAFKA_INTERNAL_TOPICS, TimestampedOffset, TopicPartition
 
 __all__ = ["LAST_LOOK_BACK", "SourceMetadata", "source_access"]
-
-LAST_LOOK_BACK = 1 << 20
-"""Offsets ``SourceMetadata.last`` reads back from an end at most, in windows 16 times wider each time
-(64, 1,024, ...): past that, a partition whose last offsets are all transaction markers and aborted records
-has no event time (alignment: ``empty``)."""
 
 
 def source_access(options: SourceOptions, topics: Iterable[str]) -> list[Access]:
@@ -89,11 +84,16 @@ class SourceMetadata(AdminMetadata):
 
     def last(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, TimestampedOffset | None]:
         """``EventTimeLog.last``: reads back from each end, the last 64 offsets first, then windows 16 times
-        wider, each reading only the offsets the one before did not, until a record is found or the window
-        reaches offset 0 or ``LAST_LOOK_BACK`` offsets (so at most that many are read a partition; one
+        wider, until a record is found or the window reaches offset 0 or ``LAST_LOOK_BACK`` offsets (one
         fetch for all partitions a window, this isolation level, within ``metadataTimeoutMs`` each).
         Markers are one offset each, so the first window finds the record but behind an aborted
-        transaction. None: no record a reader reads within ``LAST_LOOK_BACK`` of the end."""
+        transaction. A window's range ends where the one before began, but its read goes on to the end
+        all the same: the offsets past its range hold no record a reader reads (that is why the window was
+        opened), and a fetch cannot stop short of a record; so a partition with nothing to read in its
+        last ``LAST_LOOK_BACK`` offsets costs 64 + 1,024 + 16,384 + 262,144 + 1,048,576 offsets, about
+        1.27 x ``LAST_LOOK_BACK`` (the aligner reads it back once, then carries the answer while the end
+        moves over nothing to read: ``EventTimeAligner._ask_last``). None: no record a reader reads within
+        ``LAST_LOOK_BACK`` of the end."""
         out: dict[TopicPartition, TimestampedOffset | None] = dict.fromkeys(ends)
         todo = {tp: end for tp, end in ends.items() if end > 0}
         read, back = 0, min(64, LAST_LOOK_BACK)

@@ -73,13 +73,15 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from sparkafka.source.alignment_status import AlignmentState, AlignmentStatus, PartitionEventTime
+from sparkafka.source.event_time_log import LAST_LOOK_BACK, EventTimeLog, Scan
 from sparkafka.source.planning import apply_read_limit
 from sparkafka.structs import TimestampedOffset, TopicPartition
 
 __all__ = [
+    "LAST_LOOK_BACK",
     "Decision",
     "EventTimeAligner",
     "EventTimeLog",
@@ -136,45 +138,13 @@ class PartitionTimes(NamedTuple):
         return None
 
 
-class Scan(NamedTuple):
-    """What a scan from a position found: the first record at or above a timestamp, or how far it looked."""
+class _Last(NamedTuple):
+    """A quiet partition's event time at an end: ``PartitionTimes.last`` there, and how it was found."""
 
-    found: TimestampedOffset | None
-    scanned_to: int
-    """No record in ``[position, scanned_to)`` is at or above the timestamp (when ``found`` is None)."""
-
-
-class EventTimeLog(Protocol):
-    """What alignment asks of the log. Implemented over Kafka (``source.admin``), and by fakes in tests."""
-
-    def newest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, TimestampedOffset | None]:
-        """Per partition its record with the largest timestamp (ListOffsets MAX_TIMESTAMP); None if empty."""
-        ...
-
-    def at_time(
-        self, tps: Iterable[TopicPartition], timestamp_ms: int
-    ) -> dict[TopicPartition, TimestampedOffset | None]:
-        """Per partition its first record whose timestamp is >= ``timestamp_ms`` (ListOffsets by
-        timestamp, from the log's start); None when no record is that new."""
-        ...
-
-    def scan(
-        self, ranges: Mapping[TopicPartition, tuple[int, int]], at_least_ms: int | None, max_records: int
-    ) -> dict[TopicPartition, Scan]:
-        """Per ``(start, end)``: the first record in it with timestamp >= ``at_least_ms`` (any record when
-        None), looking at no more than ``max_records`` records (by fetching)."""
-        ...
-
-    def last(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, TimestampedOffset | None]:
-        """Per partition, the last record below its end that a reader reads (no transaction marker, no
-        aborted record under read_committed), by fetching; None when there is none."""
-        ...
-
-    def pending(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, TimestampedOffset | None]:
-        """Read_committed: per partition, the first record at or after its end (the last stable offset) as
-        a read_uncommitted reader sees it, a record of a transaction still open; None when the log holds
-        none there. Read_uncommitted: None for all, without asking (the end is the high watermark)."""
-        ...
+    end: int
+    record: TimestampedOffset | None
+    read_back: bool
+    """True: by ``EventTimeLog.last`` (the newest record by timestamp is none a reader reads)."""
 
 
 @dataclass(frozen=True)
@@ -334,8 +304,8 @@ class EventTimeAligner:
         """Per partition: (an end, the first record at or after it as read_uncommitted sees it), kept while
         the end stays (the records at offsets never change). Where none was found, the next plan asks again
         (a transaction may open at any time)."""
-        self._last: dict[TopicPartition, tuple[int, TimestampedOffset | None]] = {}
-        """Per partition: (an end, its ``PartitionTimes.last`` there)."""
+        self._last: dict[TopicPartition, _Last] = {}
+        """Per partition: its ``PartitionTimes.last`` at an end."""
         self._clock = clock
         self._moved: dict[TopicPartition, float] = {}
         """Per partition: when this process last planned it with a record to read (or first planned it).
@@ -502,7 +472,7 @@ class EventTimeAligner:
             for tp in positions
         }
         quiet = [tp for tp in positions if nexts[tp] is None and pendings[tp] is None]
-        self._ask_last({tp: latest[tp] for tp in quiet})
+        self._ask_last({tp: latest[tp] for tp in quiet}, positions)
         return {
             tp: PartitionTimes(
                 pos,
@@ -510,7 +480,7 @@ class EventTimeAligner:
                 nexts[tp],
                 self._newest[tp][1],
                 pendings[tp],
-                self._last[tp][1] if tp in quiet else None,
+                self._last[tp].record if tp in quiet else None,
             )
             for tp, pos in positions.items()
         }
@@ -524,15 +494,31 @@ class EventTimeAligner:
             for tp in stale:
                 self._newest[tp] = (latest[tp], found.get(tp))
 
-    def _ask_last(self, latest: Mapping[TopicPartition, int]) -> None:
+    def _ask_last(
+        self, latest: Mapping[TopicPartition, int], positions: Mapping[TopicPartition, int]
+    ) -> None:
         """The event time of partitions with nothing to read, at each end not asked yet: the newest record
         (MAX_TIMESTAMP) when a reader reads it (one fetch of the record at its offset, for all), else the
         last record a reader reads below the end (``EventTimeLog.last``). MAX_TIMESTAMP answers any record
         batch's largest timestamp, a transaction's COMMIT or ABORT marker's (the broker's clock when it
         was written: Apache Kafka 4.4, probed) and an aborted record's too; taken as the partition's time,
         a marker written an hour after its transaction's records made a partition read to its end look an
-        hour further on, and the others read that far ahead: their records were late."""
-        ask = {tp: end for tp, end in latest.items() if self._last.get(tp, (None,))[0] != end}
+        hour further on, and the others read that far ahead: their records were late.
+
+        An end that moved over nothing a reader reads (``_carried``) keeps the read-back's answer instead of
+        reading back again: a producer whose transactions all abort (a crash loop) moves the end every
+        plan, and each read-back reads up to about 1.27 x ``LAST_LOOK_BACK`` offsets (a reviewer's case:
+        every plan read the whole aborted tail again, and a large one could time the plan out)."""
+        ask = {}
+        for tp, end in latest.items():
+            known = self._last.get(tp)
+            if known is not None and known.end == end:
+                continue
+            carried = self._carried(tp, known, end, positions[tp])
+            if carried is not None:
+                self._last[tp] = carried
+            else:
+                ask[tp] = end
         if not ask:
             return
         newest = {tp: self._newest[tp][1] for tp in ask}
@@ -542,13 +528,32 @@ class EventTimeAligner:
         for tp, end in ask.items():
             n = newest[tp]
             if n is None or read[tp].found == n:
-                self._last[tp] = (end, n)
+                self._last[tp] = _Last(end, n, read_back=False)
             else:
                 back[tp] = end
         if back:
             found = self._log.last(back)
             for tp, end in back.items():
-                self._last[tp] = (end, found.get(tp))
+                self._last[tp] = _Last(end, found.get(tp), read_back=True)
+
+    def _carried(self, tp: TopicPartition, known: _Last | None, end: int, position: int) -> _Last | None:
+        """``known`` moved to ``end`` without asking the log, or None where the log must be asked. Exactly
+        what asking gives: ``known`` came from a read-back, and this plan's scan from ``position`` (at or
+        below ``known.end``) found nothing a reader reads up to ``end``; so the newest record by timestamp,
+        if it lies in that stretch, is none a reader reads either, and the last record below ``end`` is
+        the last below ``known.end``, unless it now lies more than ``LAST_LOOK_BACK`` back."""
+        if known is None or not known.read_back or not position <= known.end < end:
+            return None
+        looked = self._records.get(tp, {}).get(position)
+        newest = self._newest[tp][1]
+        if looked is None or looked[1] is not None or looked[0] < end:
+            return None
+        if newest is None or newest.offset < known.end:
+            return None
+        record = known.record
+        if record is not None and end - record.offset > LAST_LOOK_BACK:
+            record = None
+        return _Last(end, record, read_back=True)
 
     def _pending_at(self, tp: TopicPartition, end: int) -> TimestampedOffset | None:
         known = self._pending.get(tp)

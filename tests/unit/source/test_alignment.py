@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import sparkafka.source.alignment as alignment_module
 from sparkafka.source.alignment import (
     EventTimeAligner,
     PartitionTimes,
@@ -103,7 +104,8 @@ class FakeLog:
         self.calls.append("last")
         out: dict[TopicPartition, TimestampedOffset | None] = {}
         for tp, end in ends.items():
-            below = range(min(end, self.end(tp)) - 1, -1, -1)
+            reach = end - alignment_module.LAST_LOOK_BACK  # read at call time: tests lower it
+            below = range(min(end, self.end(tp)) - 1, max(reach, 0) - 1, -1)
             out[tp] = next(
                 (TimestampedOffset(o, self.records[tp][o][0]) for o in below if self.records[tp][o][1]), None
             )
@@ -329,6 +331,72 @@ def test_a_warm_aligner_asks_only_whether_a_transaction_opened_while_nothing_cha
         log.calls.clear()
         assert aligner.cap({A0: 0, A1: 0}, {A0: 100, A1: 3}, bounded=bounded, max_records=None) == first
         assert log.calls == calls
+
+
+def still_aligner(log: FakeLog) -> EventTimeAligner:
+    """A 1-second drift, no idleness, a clock that stands still."""
+    return EventTimeAligner(log, drift_ms=1000, idle_timeout_ms=None, clock=lambda: 0.0)
+
+
+def planned_time(aligner: EventTimeAligner, tp: TopicPartition) -> int | None:
+    """``tp``'s event time in the aligner's last plan."""
+    assert aligner.status is not None
+    return aligner.status.partitions[tp].event_time_ms
+
+
+def test_an_end_moving_over_aborted_transactions_only_is_not_read_back_again() -> None:
+    """A producer whose transactions all abort (a crash loop) moves a quiet partition's end every plan with
+    nothing to read: the read-back (up to about 1.27 x LAST_LOOK_BACK offsets) runs once, and its answer is
+    carried to the new end, as a cold aligner asking the log would find it (review of issue 38)."""
+    log = FakeLog({A0: [(100, True)] + [(200, False)] * 10, A1: [(t, True) for t in range(100, 5000, 10)]})
+    aligner = still_aligner(log)
+    latest = {A0: 11, A1: len(log.records[A1])}
+    caps = aligner.cap({A0: 1, A1: 0}, latest, bounded=False, max_records=None)
+    assert log.calls.count("last") == 1
+    log.records[A0] += [(300, False)] * 10  # another aborted transaction, its marker alike
+    start, latest = {A0: 11, A1: caps[A1]}, {A0: 21, A1: latest[A1]}
+    planned = aligner.cap(start, latest, bounded=False, max_records=None)
+    assert log.calls.count("last") == 1
+    cold = still_aligner(FakeLog(dict(log.records)))
+    assert planned == cold.cap(start, latest, bounded=False, max_records=None)
+    assert aligner.status == cold.status
+    assert planned_time(aligner, A0) == 100
+
+
+def test_a_carried_last_record_further_back_than_the_look_back_is_gone_as_a_cold_aligner_finds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The carried answer obeys ``LAST_LOOK_BACK`` as the read-back does: once the end has moved more than
+    that past the last record a reader reads, the partition is empty, warm or cold."""
+    monkeypatch.setattr(alignment_module, "LAST_LOOK_BACK", 8)
+    log = FakeLog({A0: [(100, True)] + [(200, False)] * 5, A1: [(t, True) for t in range(100, 5000, 10)]})
+    aligner = still_aligner(log)
+    latest = {A0: 6, A1: len(log.records[A1])}
+    caps = aligner.cap({A0: 1, A1: 0}, latest, bounded=False, max_records=None)
+    assert planned_time(aligner, A0) == 100
+    for more in (2, 1):  # the end 8 offsets past the record (still found), then 9 (gone)
+        log.records[A0] += [(300, False)] * more
+        start, latest = {A0: latest[A0], A1: caps[A1]}, {A0: len(log.records[A0]), A1: latest[A1]}
+        caps = aligner.cap(start, latest, bounded=False, max_records=None)
+        cold = still_aligner(FakeLog(dict(log.records)))
+        assert caps == cold.cap(start, latest, bounded=False, max_records=None)
+        assert aligner.status == cold.status
+    assert log.calls.count("last") == 1
+    assert planned_time(aligner, A0) is None
+
+
+def test_an_end_moving_over_a_record_to_read_is_asked_again() -> None:
+    """No carry across a record a reader reads: a committed record among the aborted ones is the new last."""
+    log = FakeLog({A0: [(100, True)] + [(200, False)] * 5, A1: [(t, True) for t in range(100, 5000, 10)]})
+    aligner = still_aligner(log)
+    latest = {A0: 6, A1: len(log.records[A1])}
+    caps = aligner.cap({A0: 1, A1: 0}, latest, bounded=False, max_records=None)
+    log.records[A0] += [(150, True)] + [(300, False)] * 3
+    # Read to the new end (the batch read the record at 6): the partition is quiet again at 10.
+    start, latest = {A0: 10, A1: caps[A1]}, {A0: 10, A1: latest[A1]}
+    aligner.cap(start, latest, bounded=False, max_records=None)
+    assert planned_time(aligner, A0) == 150
+    assert log.calls.count("last") == 2
 
 
 def test_a_recreated_partition_is_planned_from_its_new_log_not_from_what_was_known_of_the_old() -> None:
