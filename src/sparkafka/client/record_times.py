@@ -21,8 +21,9 @@ then 6 ms).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from sparkafka.client.broker_gaps import fetch_wait_ms
 from sparkafka.client.core import (
@@ -39,6 +40,8 @@ from sparkafka.structs import TimestampedOffset, TopicPartition
 __all__ = ["last_times", "lookup_settings", "scan_times"]
 
 _QUEUED_PER_PARTITION = 1000
+
+A = TypeVar("A")
 
 _FIRST_RECORD_FETCH_BYTES = 1024 * 1024
 """The largest ``max.partition.fetch.bytes`` of a lookup of one record a partition: librdkafka's default.
@@ -71,8 +74,6 @@ def scan_times(
     Raises:
         BrokerError: the scan did not finish within ``timeout_s`` (or the fetch failed, not retriably).
     """
-    from confluent_kafka import TopicPartition as CTopicPartition
-
     todo = {tp: r for tp, r in ranges.items() if r[0] < r[1]}
     out: dict[TopicPartition, tuple[TimestampedOffset | None, int]] = {
         tp: (None, end) for tp, (start, end) in ranges.items() if tp not in todo
@@ -80,41 +81,22 @@ def scan_times(
     if not todo:
         return out
     consumer = _consumer(conf, first_only=max_records == 1)
-    deadline = time.monotonic() + timeout_s
-    learn_topics(consumer, {tp.topic for tp in todo}, timeout_s)
-    consumer.assign(
-        [CTopicPartition(tp.topic, tp.partition, start) for tp, (start, _) in sorted(todo.items())]
-    )
     looked = dict.fromkeys(todo, 0)
-    paused = []
+
+    def outcome(tp: TopicPartition, msg: Any) -> _Decided[tuple[TimestampedOffset | None, int]] | None:
+        looked[tp] += msg.error() is None and int(msg.offset()) >= todo[tp][0]
+        found = _outcome(conf, tp, msg, todo[tp], at_least_ms=at_least_ms, last=looked[tp] >= max_records)
+        return None if found is None else _Decided(found)
+
     # For the first record only, one message at a time: pausing a partition once it has its answer makes
     # librdkafka drop what it has queued behind it, which a batch taken at once would have made into
     # Python messages (see the module's docstring).
     per_call = 1 if max_records == 1 else 10_000
-    try:
-        while todo:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                missing = ", ".join(map(str, sorted(todo)))
-                raise broker_error(f"looking up record timestamps of {missing}", conf, "timed out")
-            for msg in next_messages(consumer, per_call, min(left, 0.1)):
-                tp = TopicPartition(msg.topic(), msg.partition())
-                if tp not in todo:
-                    continue  # done with it already; what the fetch brought beyond is dropped
-                looked[tp] += msg.error() is None and int(msg.offset()) >= todo[tp][0]
-                outcome = _outcome(
-                    conf, tp, msg, todo[tp], at_least_ms=at_least_ms, last=looked[tp] >= max_records
-                )
-                if outcome is None:
-                    continue
-                out[tp] = outcome
-                del todo[tp]
-                paused.append(CTopicPartition(tp.topic, tp.partition))
-                consumer.pause(paused[-1:])  # no further fetches for it
-    finally:
-        if paused:
-            consumer.resume(paused)  # the consumer is reused: no partition stays paused for the next lookup
-        consumer.unassign()
+    out.update(
+        _read_until_decided(
+            conf, consumer, todo, outcome, per_call=per_call, timeout_s=timeout_s, what="record timestamps"
+        )
+    )
     return out
 
 
@@ -129,39 +111,91 @@ def last_times(
     Raises:
         BrokerError: the read did not finish within ``timeout_s`` (or the fetch failed, not retriably).
     """
-    from confluent_kafka import TopicPartition as CTopicPartition
-
     todo = {tp: r for tp, r in ranges.items() if r[0] < r[1]}
     out: dict[TopicPartition, TimestampedOffset | None] = dict.fromkeys(ranges)
     if not todo:
         return out
     consumer = _consumer(conf, first_only=False)
-    deadline = time.monotonic() + timeout_s
-    learn_topics(consumer, {tp.topic for tp in todo}, timeout_s)
-    consumer.assign(
-        [CTopicPartition(tp.topic, tp.partition, start) for tp, (start, _) in sorted(todo.items())]
+    seen: dict[TopicPartition, TimestampedOffset] = {}  # the last record of the range read so far
+
+    def outcome(tp: TopicPartition, msg: Any) -> _Decided[TimestampedOffset | None] | None:
+        record, done = _last_outcome(conf, tp, msg, todo[tp])
+        if record is not None:
+            seen[tp] = record
+        return _Decided(seen.get(tp)) if done else None
+
+    out.update(
+        _read_until_decided(
+            conf, consumer, todo, outcome, per_call=10_000, timeout_s=timeout_s, what="the last records"
+        )
     )
+    return out
+
+
+@dataclass(frozen=True)
+class _Decided(Generic[A]):
+    """A lookup's outcome for one partition: it is decided, with ``answer`` (which may itself be None)."""
+
+    answer: A
+
+
+def _read_until_decided(
+    conf: Mapping[str, str],
+    consumer: Any,
+    ranges: Mapping[TopicPartition, tuple[int, int]],
+    outcome: Callable[[TopicPartition, Any], _Decided[A] | None],
+    *,
+    per_call: int,
+    timeout_s: float,
+    what: str,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[TopicPartition, A]:
+    """Reads each partition of ``ranges`` from its start until ``outcome`` decides it: the answers.
+
+    The loop of ``scan_times`` and ``last_times``; runs on the driver (the source runner, planning a
+    micro-batch), on the process's cached lookup ``consumer``. All partitions are assigned at once so that
+    one fetch round trip serves them all. ``outcome(tp, msg)`` is given every message (record or event:
+    end of partition, error) of a partition not yet decided, in order, up to ``per_call`` taken at a time;
+    None: read on. A decided partition is paused at once: librdkafka fetches no more of it and drops what it
+    has queued behind (see the module's docstring), and messages of it already taken are passed over. At
+    the end, decided or not, the paused partitions are resumed and all unassigned: the consumer is reused,
+    and nothing of this lookup may stay paused or assigned for the next one.
+
+    Raises:
+        BrokerError: partitions still undecided after ``timeout_s`` (named; the deadline starts now, and
+            the metadata fetch ahead of the assignment has ``timeout_s`` of its own), or what ``outcome``
+            raises.
+    """
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    deadline = clock() + timeout_s
+    learn_topics(consumer, {tp.topic for tp in ranges}, timeout_s)
+    consumer.assign(
+        [CTopicPartition(tp.topic, tp.partition, start) for tp, (start, _) in sorted(ranges.items())]
+    )
+    todo = set(ranges)
+    out: dict[TopicPartition, A] = {}
     paused = []
     try:
         while todo:
-            left = deadline - time.monotonic()
+            left = deadline - clock()
             if left <= 0:
                 missing = ", ".join(map(str, sorted(todo)))
-                raise broker_error(f"looking up the last records of {missing}", conf, "timed out")
-            for msg in next_messages(consumer, 10_000, min(left, 0.1)):
+                raise broker_error(f"looking up {what} of {missing}", conf, "timed out")
+            for msg in next_messages(consumer, per_call, min(left, 0.1)):
                 tp = TopicPartition(msg.topic(), msg.partition())
                 if tp not in todo:
+                    continue  # done with it already; what the fetch brought beyond is dropped
+                decided = outcome(tp, msg)
+                if decided is None:
                     continue
-                record, done = _last_outcome(conf, tp, msg, todo[tp])
-                if record is not None:
-                    out[tp] = record
-                if done:
-                    del todo[tp]
-                    paused.append(CTopicPartition(tp.topic, tp.partition))
-                    consumer.pause(paused[-1:])
+                out[tp] = decided.answer
+                todo.remove(tp)
+                paused.append(CTopicPartition(tp.topic, tp.partition))
+                consumer.pause(paused[-1:])  # no further fetches for it
     finally:
         if paused:
-            consumer.resume(paused)
+            consumer.resume(paused)  # the consumer is reused: no partition stays paused for the next lookup
         consumer.unassign()
     return out
 
