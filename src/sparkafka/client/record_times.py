@@ -69,7 +69,8 @@ def scan_times(
     below it (``(None, offset after the last)``), at ``end`` (``(None, end)``), or at the end of the
     partition as the isolation level reads it (``(None, that offset)``). Records a read_committed reader
     skips (aborted transactions, markers) are not looked at. An offset below the log's start scans from
-    the log's start; records below ``start`` (a log truncated under it) are not answers nor looked at.
+    the log's start; a record below ``start`` (a log truncated under the scan, reset to its start) ends the
+    scan at once with ``(None, start)``: nothing at or past ``start`` is known.
 
     Raises:
         BrokerError: the scan did not finish within ``timeout_s`` (or the fetch failed, not retriably).
