@@ -953,3 +953,36 @@ def test_the_slowest_advances_whenever_it_has_records(
     if slowest is not None and has_records(records[slowest], positions[slowest]):
         first = next(o for o in range(positions[slowest], len(records[slowest])) if records[slowest][o][1])
         assert ends[slowest] > first  # its next record is in the batch
+
+
+@settings(max_examples=150)
+@given(
+    data=st.data(),
+    disorder=st.integers(0, 30),
+    drift=st.integers(1, 120),
+    look_back=st.integers(1, 12),
+)
+def test_a_warm_aligner_plans_as_a_cold_one_while_the_logs_grow(
+    data: st.DataObject, disorder: int, drift: int, look_back: int
+) -> None:
+    """Between plans the logs grow by a few records, mostly aborted ones and markers (what a producer whose
+    transactions fail leaves): every plan of the warm aligner, which carries what it knows from one end to
+    the next, equals a cold aligner's, caps and status, with a short LAST_LOOK_BACK so that answers fall out
+    of it."""
+    records = data.draw(logs(disorder))
+    log = FakeLog({tp: list(r) for tp, r in records.items()})
+    aligner = EventTimeAligner(log, drift, None, scan_limit=3, clock=still_clock)
+    position = dict.fromkeys(log.records, 0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(alignment_module, "LAST_LOOK_BACK", look_back)
+        for _ in range(data.draw(st.integers(1, 6))):
+            latest = {tp: log.end(tp) for tp in log.records}
+            capped = aligner.cap(position, latest, bounded=False, max_records=None)
+            fresh = FakeLog({tp: list(r) for tp, r in log.records.items()})
+            cold = EventTimeAligner(fresh, drift, None, scan_limit=3, clock=still_clock)
+            assert cold.cap(position, latest, bounded=False, max_records=None) == capped
+            assert cold.status == aligner.status
+            position = capped
+            mostly_aborted = st.tuples(st.integers(0, 3000), st.sampled_from([False, False, True]))
+            for tp in log.records:
+                log.records[tp] += data.draw(st.lists(mostly_aborted))
