@@ -50,8 +50,11 @@ these, each for a test's sake."""
 # (measured side by side on this 2-core machine, 2026-11-28). Spark's launcher adds SPARK_SUBMIT_OPTS to the
 # driver's command; ApacheKafka adds SPARKAFKA_BROKER_JAVA_OPTS. Set here, at import, before any JVM starts,
 # so subprocesses inherit them; a value already set wins. The serial collector for Spark's small heaps.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-os.environ.setdefault(JAVA_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
+# pytest_configure adds class-data-sharing archives to these two defaults (tests/support/jvm_archives.py).
+SPARK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+BROKER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_JVM_OPTIONS)
+os.environ.setdefault(JAVA_OPTIONS_ENV, BROKER_JVM_OPTIONS)
 
 # No timing in a test: Hypothesis's per-example deadline fails on a busy shared machine, not on a bug.
 settings.register_profile("sparkafka", deadline=None)
@@ -195,6 +198,25 @@ processes fill the time around them instead of waiting behind one started late."
 
 _figures: list[tuple[str, str]] = []
 _started = time.time()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the process that starts the run (pytest-xdist's controller, before its workers start; they and
+    every subprocess inherit the environment): the JVMs' class-data-sharing archives, built first where
+    missing when the run has integration tests (once per machine; a unit test run only takes what is
+    there). Options a user set are left alone."""
+    if hasattr(config, "workerinput"):
+        return
+    from tests.support.jvm_archives import prepare
+
+    integration = not config.args or any(
+        "integration" in arg or (Path(arg.split("::")[0]) / "integration").is_dir() for arg in config.args
+    )
+    spark, broker = prepare(SPARK_JVM_OPTIONS, BROKER_JVM_OPTIONS, build=integration)
+    if os.environ.get("SPARK_SUBMIT_OPTS") == SPARK_JVM_OPTIONS:
+        os.environ["SPARK_SUBMIT_OPTS"] = spark
+    if os.environ.get(JAVA_OPTIONS_ENV) == BROKER_JVM_OPTIONS:
+        os.environ[JAVA_OPTIONS_ENV] = broker
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
