@@ -7,9 +7,10 @@ that starts and runs two small queries: 9.8-10.5 s of CPU without, 6.0-6.8 s wit
 5.3-5.7 s of wall time against 3.2-3.3 s. The suite starts dozens of drivers and brokers, on 2 cores.
 
 When: ``prepare`` runs once per test run, in the process that starts it (pytest-xdist's controller, before
-its workers start), and builds an archive only where its file is missing: once per machine for a given JVM,
-set of jars and options, into ``~/.cache/sparkafka/cds`` (about 170 MB for Spark's, 60 MB for Kafka's).
-It returns the options to add: the workers and every subprocess inherit them through the environment.
+its workers start), and starts a build, in the background, only where the archive is missing: once per
+JVM, set of jars (a fresh venv's jars are new files: CI builds them each run) and options, into
+``~/.cache/sparkafka/cds`` (about 170 MB for Spark's, 55 MB for Kafka's; the newest few kept). It returns
+the options to add: the workers and every subprocess inherit them through the environment.
 
 Only a speed-up: an archive that fails to build is left out, with one line saying so, and a JVM whose class
 path does not match its archive (a test's other venv) runs without it, silently (``-Xlog:cds*=off``: the
@@ -19,12 +20,16 @@ JVM's defaults.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,7 +38,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from sparkafka.local.kafka_broker import JAVA_OPTIONS_ENV, ApacheKafka
 
-__all__ = ["prepare"]
+__all__ = ["Builder", "build", "prepare"]
 
 QUIET = "-Xlog:cds*=off"
 """No word from CDS: a mismatched or missing archive only means a slower start."""
@@ -94,35 +99,90 @@ _SPARK_WORKLOAD = textwrap.dedent(
 )
 
 
-def prepare(spark_options: str, broker_options: str, *, build: bool) -> tuple[str, str]:
-    """``spark_options`` and ``broker_options`` each with its archive's options added, building an archive
-    first where it is missing if ``build`` (see the module's docstring); one left as given where no archive
-    can be had."""
+KEEP = 4
+"""Archives kept per kind besides the one in use (each fresh venv has new jar times, so a new key): the
+newest, so that a few checkouts side by side keep theirs; older ones are deleted (a JVM that mapped one
+keeps it until it exits)."""
+
+
+def prepare(spark_options: str, broker_options: str, *, build: bool) -> tuple[tuple[str, str], list[Builder]]:
+    """``spark_options`` and ``broker_options`` each with its archive's options added, and the builders
+    started (``build``) for the archives missing. The options name an archive before it exists: a JVM that
+    starts before the builder has renamed it into place runs without (silently), one after maps it, so the
+    build (about a minute of one core) runs beside the first tests instead of ahead of them."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    return (
-        _with_archive("spark", spark_options, _spark_key(spark_options), _build_spark if build else None),
-        _with_archive("kafka", broker_options, _kafka_key(broker_options), _build_kafka if build else None),
+    builders: list[Builder] = []
+    options = []
+    for kind, given, key in (
+        ("spark", spark_options, _spark_key(spark_options)),
+        ("kafka", broker_options, _kafka_key(broker_options)),
+    ):
+        if key is None:  # no JVM or jars to match
+            options.append(given)
+            continue
+        path = CACHE / f"{kind}-{key}.jsa"
+        _prune(kind, path)
+        if not path.exists() and build:
+            builders.append(Builder.start(kind, given, path))
+        options.append(f"{given} -XX:SharedArchiveFile={path} {QUIET}")
+    return (options[0], options[1]), builders
+
+
+class Builder:
+    """One archive's build, in a process group of its own (``python -m tests.support.jvm_archives``)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+
+    @classmethod
+    def start(cls, kind: str, options: str, path: Path) -> Builder:
+        command = [sys.executable, "-m", "tests.support.jvm_archives", kind, options, str(path)]
+        return cls(subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL))
+
+    def stop(self) -> None:
+        """At the run's end: a build still going is stopped (its JVMs with it), leaving nothing behind."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(30)
+
+
+def build(kind: str, options: str, path: Path, run: Callable[[str], None] | None = None) -> bool:
+    """Builds ``path`` (``run``: the kind's workload under the options plus ``ArchiveClassesAtExit``) into a
+    partial file renamed into place once whole. False, with one line on stderr, when it could not."""
+    run = run or {"spark": _build_spark, "kafka": _build_kafka}[kind]
+    partial = Path(tempfile.mkdtemp(prefix="partial-", dir=CACHE)) / path.name
+    try:
+        run(f"{options} -XX:ArchiveClassesAtExit={partial}")
+        if partial.exists():
+            os.replace(partial, path)
+            return True
+        print(f"tests: no {kind} class-data archive (its JVM wrote none)", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - only a speed-up: whatever stops the build, say so, go on
+        print(f"tests: no {kind} class-data archive ({type(e).__name__}: {e})", file=sys.stderr)
+    finally:
+        shutil.rmtree(partial.parent, ignore_errors=True)
+    return False
+
+
+def _prune(kind: str, current: Path) -> None:
+    """Deletes all but the newest ``KEEP`` archives of ``kind`` besides ``current``, and partial builds
+    left for over an hour (a build stopped by SIGKILL)."""
+    others = sorted(
+        (p for p in CACHE.glob(f"{kind}-*.jsa") if p != current),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
     )
-
-
-def _with_archive(name: str, options: str, key: str | None, build: Callable[[str], None] | None) -> str:
-    if key is None:
-        return options
-    path = CACHE / f"{name}-{key}.jsa"
-    if not path.exists() and build is not None:
-        partial = Path(tempfile.mkdtemp(dir=CACHE)) / path.name
-        try:
-            build(f"{options} -XX:ArchiveClassesAtExit={partial}")
-            if partial.exists():
-                os.replace(partial, path)
-        except Exception as e:  # noqa: BLE001 - only a speed-up: whatever stops the build, say so, go on
-            print(f"tests: no {name} class-data archive ({type(e).__name__}: {e})", file=sys.stderr)
-        finally:
-            partial.unlink(missing_ok=True)
-            partial.parent.rmdir()
-    if not path.exists():
-        return options
-    return f"{options} -XX:SharedArchiveFile={path} {QUIET}"
+    for old in others[KEEP:]:
+        old.unlink(missing_ok=True)
+    for partial in CACHE.glob("partial-*"):
+        if time.time() - partial.stat().st_mtime > 3600:
+            shutil.rmtree(partial, ignore_errors=True)
 
 
 def _fingerprint(options: str, jars: Path) -> str:
@@ -140,9 +200,7 @@ def _fingerprint(options: str, jars: Path) -> str:
 
 
 def _which(program: str) -> str:
-    from shutil import which
-
-    found = which(program)
+    found = shutil.which(program)
     if found is None:
         raise FileNotFoundError(program)
     return found
@@ -215,3 +273,12 @@ def _build_kafka(options: str) -> None:
             os.environ.pop(JAVA_OPTIONS_ENV, None)
         else:
             os.environ[JAVA_OPTIONS_ENV] = before
+
+
+def _stopped_by_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(1)  # so that ``build`` cleans up its partial file, and the broker stops
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _stopped_by_sigterm)
+    sys.exit(0 if build(sys.argv[1], sys.argv[2], Path(sys.argv[3])) else 1)

@@ -200,10 +200,13 @@ _figures: list[tuple[str, str]] = []
 _started = time.time()
 
 
+_archive_builders: list[Any] = []
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """In the process that starts the run (pytest-xdist's controller, before its workers start; they and
-    every subprocess inherit the environment): the JVMs' class-data-sharing archives, built first where
-    missing when the run has integration tests (once per machine; a unit test run only takes what is
+    every subprocess inherit the environment): the JVMs' class-data-sharing archives, their builds started
+    in the background where missing when the run has integration tests (a unit test run only takes what is
     there). Options a user set are left alone."""
     if hasattr(config, "workerinput"):
         return
@@ -212,11 +215,18 @@ def pytest_configure(config: pytest.Config) -> None:
     integration = not config.args or any(
         "integration" in arg or (Path(arg.split("::")[0]) / "integration").is_dir() for arg in config.args
     )
-    spark, broker = prepare(SPARK_JVM_OPTIONS, BROKER_JVM_OPTIONS, build=integration)
+    (spark, broker), builders = prepare(SPARK_JVM_OPTIONS, BROKER_JVM_OPTIONS, build=integration)
+    _archive_builders.extend(builders)
     if os.environ.get("SPARK_SUBMIT_OPTS") == SPARK_JVM_OPTIONS:
         os.environ["SPARK_SUBMIT_OPTS"] = spark
     if os.environ.get(JAVA_OPTIONS_ENV) == BROKER_JVM_OPTIONS:
         os.environ[JAVA_OPTIONS_ENV] = broker
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A build still going at the end of the run is stopped: the run leaves no process behind."""
+    while _archive_builders:
+        _archive_builders.pop().stop()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

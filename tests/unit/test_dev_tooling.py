@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -27,31 +28,52 @@ def test_make_check_leaves_out_only_the_chaos_and_cluster_suites() -> None:
     assert '-m "not chaos and not cluster"' in check.group(1)
 
 
-def test_the_tests_jvms_take_a_class_data_archive_only_where_one_is_had(
+def test_a_class_data_archive_is_renamed_into_place_whole_or_not_at_all(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """tests/support/jvm_archives.py: options gain the archive (and CDS's silence) once it is built or found;
-    a unit run builds nothing; a build that fails or writes nothing leaves the options as they were."""
+    """tests/support/jvm_archives.py: a build writes its archive under a partial name and renames it once
+    the JVM has written it; a build that fails or writes nothing leaves no file, partial or whole."""
     from tests.support import jvm_archives
 
     monkeypatch.setattr(jvm_archives, "CACHE", tmp_path)
-    built: list[str] = []
+    target = tmp_path / "x-k.jsa"
+    given: list[str] = []
 
-    def build(options: str) -> None:
-        built.append(options)
-        Path(options.split("-XX:ArchiveClassesAtExit=")[1]).write_bytes(b"jsa")
+    def writes(options: str) -> None:
+        given.append(options)
+        partial = Path(options.split("-XX:ArchiveClassesAtExit=")[1])
+        assert partial != target
+        partial.write_bytes(b"jsa")
 
-    def broken(options: str) -> None:
+    def fails(options: str) -> None:
         raise RuntimeError("no JVM")
 
-    assert jvm_archives._with_archive("x", "-Xa", "k1", None) == "-Xa"
-    assert not built
-    with_archive = jvm_archives._with_archive("x", "-Xa", "k1", build)
-    assert with_archive == f"-Xa -XX:SharedArchiveFile={tmp_path / 'x-k1.jsa'} -Xlog:cds*=off"
-    assert built[0].startswith("-Xa -XX:ArchiveClassesAtExit=")
-    assert jvm_archives._with_archive("x", "-Xa", "k1", build) == with_archive  # found, not built again
-    assert len(built) == 1
-    assert jvm_archives._with_archive("x", "-Xa", "k2", broken) == "-Xa"
-    assert jvm_archives._with_archive("x", "-Xa", "k3", lambda options: None) == "-Xa"
-    assert jvm_archives._with_archive("x", "-Xa", None, build) == "-Xa"  # no key: no JVM or jars to match
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["x-k1.jsa"]  # no partial file or folder left
+    assert not jvm_archives.build("x", "-Xa", target, fails)
+    assert not jvm_archives.build("x", "-Xa", target, lambda options: None)
+    assert list(tmp_path.iterdir()) == []
+    assert jvm_archives.build("x", "-Xa", target, writes)
+    assert given[0].startswith("-Xa -XX:ArchiveClassesAtExit=")
+    assert [p.name for p in tmp_path.iterdir()] == ["x-k.jsa"]
+    assert target.read_bytes() == b"jsa"
+
+
+def test_the_tests_jvms_name_their_archive_and_only_old_ones_are_pruned(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The options name the archive before it exists (a JVM without it starts silently, without CDS); a
+    unit run starts no build; the newest KEEP archives of a kind besides the current one stay."""
+    from tests.support import jvm_archives
+
+    monkeypatch.setattr(jvm_archives, "CACHE", tmp_path)
+    monkeypatch.setattr(jvm_archives, "_spark_key", lambda options: "now")
+    monkeypatch.setattr(jvm_archives, "_kafka_key", lambda options: None)
+    for age in range(jvm_archives.KEEP + 2):
+        old = tmp_path / f"spark-old{age}.jsa"
+        old.write_bytes(b"")
+        os.utime(old, (1000 - age, 1000 - age))
+    (spark, kafka), builders = jvm_archives.prepare("-Xs", "-Xk", build=False)
+    assert spark == f"-Xs -XX:SharedArchiveFile={tmp_path / 'spark-now.jsa'} -Xlog:cds*=off"
+    assert kafka == "-Xk"  # no broker jars installed: nothing to match
+    assert builders == []
+    kept = sorted(p.name for p in tmp_path.glob("spark-*.jsa"))
+    assert kept == [f"spark-old{age}.jsa" for age in range(jvm_archives.KEEP)]
