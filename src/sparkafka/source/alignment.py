@@ -143,8 +143,9 @@ class _Last(NamedTuple):
 
     end: int
     record: TimestampedOffset | None
-    read_back: bool
-    """True: by ``EventTimeLog.last`` (the newest record by timestamp is none a reader reads)."""
+    unread: TimestampedOffset | None
+    """The newest record by timestamp (MAX_TIMESTAMP) when it is none a reader reads, so that ``record``
+    came from ``EventTimeLog.last``; None: ``record`` is that newest record itself (or there is none)."""
 
 
 @dataclass(frozen=True)
@@ -528,32 +529,39 @@ class EventTimeAligner:
         for tp, end in ask.items():
             n = newest[tp]
             if n is None or read[tp].found == n:
-                self._last[tp] = _Last(end, n, read_back=False)
+                self._last[tp] = _Last(end, n, unread=None)
             else:
                 back[tp] = end
         if back:
             found = self._log.last(back)
             for tp, end in back.items():
-                self._last[tp] = _Last(end, found.get(tp), read_back=True)
+                self._last[tp] = _Last(end, found.get(tp), unread=newest[tp])
 
     def _carried(self, tp: TopicPartition, known: _Last | None, end: int, position: int) -> _Last | None:
         """``known`` moved to ``end`` without asking the log, or None where the log must be asked. Exactly
         what asking gives: ``known`` came from a read-back, and this plan's scan from ``position`` (at or
-        below ``known.end``) found nothing a reader reads up to ``end``; so the newest record by timestamp,
-        if it lies in that stretch, is none a reader reads either, and the last record below ``end`` is
-        the last below ``known.end``, unless it now lies more than ``LAST_LOOK_BACK`` back."""
-        if known is None or not known.read_back or not position <= known.end < end:
+        below ``known.end``) found nothing a reader reads up to ``end``; so the newest record by timestamp
+        is, as before, one no reader reads (the one checked then, or one in that stretch), and the last
+        record below ``end`` is the last below ``known.end``, unless it now lies more than
+        ``LAST_LOOK_BACK`` back.
+
+        One exception, as for an answer kept while the end stays: retention (or deleteRecords, or
+        compaction of a tombstone) removing the carried record. A cold aligner would find an older record
+        or none (``empty``); this one keeps it and holds the others back where a cold one would not, until
+        ``partitionIdleTimeout`` or the partition's next record: the cautious side (the record was
+        delivered), never a record read late."""
+        if known is None or known.unread is None or not position <= known.end < end:
             return None
         looked = self._records.get(tp, {}).get(position)
-        newest = self._newest[tp][1]
         if looked is None or looked[1] is not None or looked[0] < end:
             return None
-        if newest is None or newest.offset < known.end:
+        newest = self._newest[tp][1]
+        if newest is None or (newest.offset < known.end and newest != known.unread):
             return None
         record = known.record
         if record is not None and end - record.offset > LAST_LOOK_BACK:
             record = None
-        return _Last(end, record, read_back=True)
+        return _Last(end, record, unread=newest)
 
     def _pending_at(self, tp: TopicPartition, end: int) -> TimestampedOffset | None:
         known = self._pending.get(tp)
