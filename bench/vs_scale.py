@@ -49,6 +49,10 @@ class ScaleRun:
     """Median ``durationMs.queryPlanning``."""
     plan_ms: float
     """Median of their sum per batch: the driver's planning time per batch."""
+    first: float
+    """Seconds of the first batch (which also pays once-per-query costs)."""
+    outside: float
+    """Seconds of ``wall`` outside the batches (the query's start and end)."""
 
 
 def scale_run(
@@ -88,6 +92,8 @@ def scale_run(
         statistics.median(latest),
         statistics.median(planning),
         statistics.median(a + b for a, b in zip(latest, planning, strict=True)),
+        timed[0]["triggerExecution"] / 1000,
+        wall - sum(d["triggerExecution"] for d in timed) / 1000,
     )
 
 
@@ -106,7 +112,8 @@ def print_runs(what: str, got: dict[str, ScaleRun]) -> None:
         print(
             f"        {label:<20} {run.wall:6.1f} s (median batch {run.batch:5.2f} s; "
             f"plan {run.plan_ms:5.0f} ms = latestOffset {run.latest_ms:.0f} "
-            f"+ queryPlanning {run.planning_ms:.0f}){ratio}",
+            f"+ queryPlanning {run.planning_ms:.0f}; first batch {run.first:.2f} s, outside batches "
+            f"{run.outside:.1f} s){ratio}",
             flush=True,
         )
 
@@ -118,18 +125,26 @@ def create(conf: dict[str, str], topics: dict[str, int]) -> None:
         f.result(60)
 
 
-def warm_up(spark: Any, conf: dict[str, str]) -> None:
-    """A small read by each connector first: Python workers started, the JVM's JIT."""
+def warm_up(spark: Any, conf: dict[str, str], sinks: bool) -> None:
+    """A small read by each connector first: Python workers started, the JVM's JIT; with ``sinks`` also
+    into each connector's sink (its workers, and the broker's first transaction: Apache Kafka creates
+    ``__transaction_state`` then, about 1 s once per cluster, ``bench/sink_first_batch.py``)."""
     warm = f"vs-warm-{uuid.uuid4().hex[:6]}"
     warm_total = fill(conf, warm, 40_000, 10)
+    bootstrap = conf["bootstrap.servers"]
     for fmt in (THEIRS, OURS):
-        bootstrap = conf["bootstrap.servers"]
         scale_run(spark, fmt, bootstrap=bootstrap, topic=warm, total=warm_total, per_batch=10_000)
+        if sinks:
+            out = f"vs-warm-out-{uuid.uuid4().hex[:6]}"
+            create(conf, {out: 10})
+            scale_run(
+                spark, fmt, bootstrap=bootstrap, topic=warm, total=warm_total, per_batch=10_000, sink=out
+            )
 
 
 def bench_scale(spark: Any, conf: dict[str, str], args: argparse.Namespace) -> None:
     bootstrap = conf["bootstrap.servers"]
-    warm_up(spark, conf)
+    warm_up(spark, conf, args.scale_sink)
     print(
         f"scale: {args.scale_records:,} records of 100 B, maxOffsetsPerTrigger {args.scale_batch:,}, "
         "availableNow (total s from start(), median batch s, median driver planning ms a batch)"
@@ -194,7 +209,7 @@ def fill_topics(conf: dict[str, str], topics: list[str], partitions: int, record
 def bench_pattern(spark: Any, conf: dict[str, str], args: argparse.Namespace) -> None:
     bootstrap = conf["bootstrap.servers"]
     if "scale" not in args.only.split(","):  # else warmed up by bench_scale
-        warm_up(spark, conf)
+        warm_up(spark, conf, args.scale_sink)
     prefix = f"vs-pat-{uuid.uuid4().hex[:6]}"
     topics = [f"{prefix}-{i:03d}" for i in range(PATTERN_TOPICS)]
     total = fill_topics(conf, topics, PATTERN_PARTITIONS, args.scale_records)
