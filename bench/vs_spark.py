@@ -21,7 +21,12 @@ connectors with the same options, only the format's name changed, as a user swit
            the median batch time; then, with ``--scale-sink``, the same read written to a topic with as many
            partitions, by their sink (at least once) and by ours exactly once. The goal: ours / theirs
            <= 1.0 at every size. ``--scale-runs`` picks the runs: theirs, ours (default options),
-           ours-per-partition (``parallelism`` = the partition count), ours-fetch-wait-1ms.
+           ours-per-partition (``parallelism`` = the partition count), ours-fetch-wait-1ms. Also the
+           driver's planning time per batch (Spark's ``durationMs``: ``latestOffset`` + ``queryPlanning``).
+           In ``bench/vs_scale.py``.
+  pattern  issue 41's pattern subscription: 100 topics of 10 partitions, the same records split over them,
+           read by ``subscribePattern`` by both connectors, into ``noop`` and with ``--scale-sink`` into a
+           topic of 10 partitions; the same figures. In ``bench/vs_scale.py``.
   sink     rows from parquet files (default 2,000,000 rows with a 100 B value, 8 files) streamed with
            availableNow, 2 files per micro-batch, into Spark's sink (at least once) and ours (at least
            once, exactly once): records over the summed batch durations, and over the wall time.
@@ -32,7 +37,7 @@ theirs; our exactly-once sink >= 1.0 x their at-least-once sink; our exactly-onc
 theirs.
 
     python bench/vs_spark.py [--records N] [--sink-records N] [--seconds S] [--repeat K] [--only source,...]
-    python bench/vs_spark.py --only scale [--sizes 10,200,1000] [--scale-sink]
+    python bench/vs_spark.py --only scale,pattern [--sizes 10,200,1000] [--scale-sink] [--scale-runs R,...]
 """
 
 from __future__ import annotations
@@ -47,7 +52,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
@@ -60,8 +64,9 @@ from sparkafka.local import ApacheKafka
 from sparkafka.local.spark import local_spark, stop_spark
 from sparkafka.local.spark_kafka_dist import SPARK_KAFKA_VERSION, spark_jars
 from steady import Rates, query_rates
+from vs_common import OURS, THEIRS, backlog, sink_writer
+from vs_scale import bench_pattern, bench_scale
 
-THEIRS, OURS = "kafka", "sparkafka"
 PARTS = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch", "commitOffsets")
 
 
@@ -85,21 +90,6 @@ def _parts(progress: list[dict[str, Any]]) -> dict[str, float]:
     )
 
 
-def backlog(
-    spark: Any, fmt: str, bootstrap: str, topic: str, per_batch: int, *, options: dict[str, str] | None = None
-) -> Any:
-    """``fmt``'s stream of ``topic`` from earliest, ``per_batch`` records a batch, with ``options``."""
-    return (
-        spark.readStream.format(fmt)
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", per_batch)
-        .options(**(options or {}))
-        .load()
-    )
-
-
 def read_source(spark: Any, fmt: str, *, bootstrap: str, topic: str, total: int, per_batch: int) -> SourceRun:
     df = backlog(spark, fmt, bootstrap, topic, per_batch)
     writer = df.writeStream.format("noop").option("checkpointLocation", tempfile.mkdtemp(prefix="vs-ck-"))
@@ -109,21 +99,6 @@ def read_source(spark: Any, fmt: str, *, bootstrap: str, topic: str, total: int,
     drained = time.perf_counter() - started
     rates = query_rates(query, total, f"{fmt} source")
     return SourceRun(fmt, total / drained, rates.rate, _parts(list(query.recentProgress)))
-
-
-def sink_writer(df: Any, fmt: str, delivery: str, *, bootstrap: str, topic: str, label: str) -> Any:
-    """``df.writeStream`` into ``fmt``'s sink on ``topic``: ours with ``delivery``, theirs as Spark has it."""
-    writer = (
-        df.writeStream.format(fmt)
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", topic)
-        .option("checkpointLocation", tempfile.mkdtemp(prefix=f"{label}-ck-"))
-    )
-    if fmt == OURS:
-        writer = writer.option("deliveryGuarantee", delivery)
-        if delivery == "exactly_once":
-            writer = writer.option("transactionalIdPrefix", f"{label}-{uuid.uuid4().hex[:6]}")
-    return writer
 
 
 @contextlib.contextmanager
@@ -343,96 +318,6 @@ def bench_latency(spark: Any, conf: dict[str, str], args: argparse.Namespace) ->
         )
 
 
-def scale_run(
-    spark: Any,
-    fmt: str,
-    *,
-    bootstrap: str,
-    topic: str,
-    total: int,
-    per_batch: int,
-    sink: str | None = None,
-    options: dict[str, str] | None = None,
-) -> tuple[float, float]:
-    """(seconds from ``start()`` to the end, median batch seconds) of an availableNow read of ``topic``
-    into ``noop``, or with ``sink`` into that topic by ``fmt``'s sink (ours exactly once); ``options``:
-    more source options."""
-    df = backlog(spark, fmt, bootstrap, topic, per_batch, options=options)
-    if sink is None:
-        writer = df.writeStream.format("noop").option("checkpointLocation", tempfile.mkdtemp(prefix="vs-ck-"))
-    else:
-        delivery = "exactly_once" if fmt == OURS else "at_least_once"
-        writer = sink_writer(
-            df.select("value"), fmt, delivery, bootstrap=bootstrap, topic=sink, label="vs-scale"
-        )
-    started = time.perf_counter()
-    query = writer.trigger(availableNow=True).start()
-    query.awaitTermination()
-    wall = time.perf_counter() - started
-    rates = query_rates(query, total, f"{fmt} scale")
-    batches = [p["durationMs"]["triggerExecution"] / 1000 for p in query.recentProgress if p["numInputRows"]]
-    assert rates.batches == len(batches)
-    return wall, statistics.median(batches)
-
-
-def bench_scale(spark: Any, conf: dict[str, str], args: argparse.Namespace) -> None:
-    bootstrap = conf["bootstrap.servers"]
-    warm = f"vs-warm-{uuid.uuid4().hex[:6]}"
-    warm_total = fill(conf, warm, 40_000, 10)
-    for fmt in (THEIRS, OURS):
-        scale_run(spark, fmt, bootstrap=bootstrap, topic=warm, total=warm_total, per_batch=10_000)
-    print(
-        f"scale: {args.scale_records:,} records of 100 B, maxOffsetsPerTrigger {args.scale_batch:,}, "
-        "availableNow (total s from start(), median batch s)"
-    )
-    for n in (int(x) for x in args.sizes.split(",")):
-        topic = f"vs-scale-{n}-{uuid.uuid4().hex[:6]}"
-        total = fill(conf, topic, args.scale_records, n)
-        sinks: list[str | None] = [None]
-        if args.scale_sink:
-            sinks.append(f"vs-scale-out-{n}-{uuid.uuid4().hex[:6]}")
-            admin = AdminClient(conf)  # must outlive its futures
-            for f in admin.create_topics([NewTopic(t, n, 1) for t in sinks if t]).values():
-                f.result(60)
-        for sink in sinks:
-            # Ours by default (a task per core), with a task per partition (``parallelism`` = the partition
-            # count, the default before issue 41) and with the readers' fetch wait at 1 ms (the reader's
-            # cost per partition, bench/PARTITIONS.md), side by side with theirs in one run.
-            runs = {
-                "theirs": (THEIRS, {}),
-                "ours": (OURS, {}),
-                "ours-per-partition": (OURS, {"parallelism": str(n)}),
-                "ours-fetch-wait-1ms": (OURS, {"kafka.fetch.wait.max.ms": "1"}),
-            }
-            runs = {label: run for label, run in runs.items() if label in args.scale_runs.split(",")}
-            got = {
-                label: scale_run(
-                    spark,
-                    fmt,
-                    bootstrap=bootstrap,
-                    topic=topic,
-                    total=total,
-                    per_batch=args.scale_batch,
-                    sink=sink,
-                    options=options,
-                )
-                for label, (fmt, options) in runs.items()
-            }
-            into = "noop" if sink is None else "sink (ours exactly once)"
-            print(f"  {n:>5} partitions into {into}:")
-            for label, (o_wall, o_batch) in got.items():
-                ratio = ""
-                if label != "theirs" and "theirs" in got:
-                    t_wall, t_batch = got["theirs"]
-                    ratio = (
-                        f"; SCALE ours/theirs total {o_wall / t_wall:.2f}, batch {o_batch / t_batch:.2f} "
-                        "(goal <= 1.0)"
-                    )
-                print(
-                    f"        {label:<20} {o_wall:6.1f} s (median batch {o_batch:5.2f} s){ratio}", flush=True
-                )
-
-
 def bench_sink(spark: Any, conf: dict[str, str], args: argparse.Namespace) -> None:
     bootstrap = conf["bootstrap.servers"]
     data, warm = tempfile.mkdtemp(prefix="vs-in-"), tempfile.mkdtemp(prefix="vs-warm-")
@@ -492,11 +377,17 @@ def main() -> None:
         help="scale: which runs, of theirs, ours, ours-per-partition, ours-fetch-wait-1ms",
     )
     parser.add_argument(
-        "--only", default="source,latency,sink", help="which parts, comma-separated (or scale)"
+        "--only", default="source,latency,sink", help="which parts, comma-separated (or scale, pattern)"
     )
     args = parser.parse_args()
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
-    benches = {"source": bench_source, "latency": bench_latency, "sink": bench_sink, "scale": bench_scale}
+    benches = {
+        "source": bench_source,
+        "latency": bench_latency,
+        "sink": bench_sink,
+        "scale": bench_scale,
+        "pattern": bench_pattern,
+    }
     unknown = set(parts) - set(benches)
     if unknown:
         parser.error(f"--only: unknown {', '.join(sorted(unknown))} (allowed: {', '.join(benches)})")
