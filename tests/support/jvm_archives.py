@@ -20,7 +20,6 @@ JVM's defaults.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
@@ -37,8 +36,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sparkafka.local.kafka_broker import JAVA_OPTIONS_ENV, ApacheKafka
+from sparkafka.local.procs import start_group
 
-__all__ = ["Builder", "build", "prepare"]
+__all__ = ["build", "prepare"]
 
 QUIET = "-Xlog:cds*=off"
 """No word from CDS: a mismatched or missing archive only means a slower start."""
@@ -105,13 +105,17 @@ newest, so that a few checkouts side by side keep theirs; older ones are deleted
 keeps it until it exits)."""
 
 
-def prepare(spark_options: str, broker_options: str, *, build: bool) -> tuple[tuple[str, str], list[Builder]]:
-    """``spark_options`` and ``broker_options`` each with its archive's options added, and the builders
-    started (``build``) for the archives missing. The options name an archive before it exists: a JVM that
-    starts before the builder has renamed it into place runs without (silently), one after maps it, so the
-    build (about a minute of one core) runs beside the first tests instead of ahead of them."""
+def prepare(
+    spark_options: str, broker_options: str, *, build: bool
+) -> tuple[tuple[str, str], list[subprocess.Popen[bytes]]]:
+    """``spark_options`` and ``broker_options`` each with its archive's options added, and the builds
+    started (``build``) for the archives missing: ``python -m tests.support.jvm_archives``, each in a
+    session of its own (``procs.start_group``; stop it with ``procs.stop_group``), its output in
+    ``<kind>-build.log`` beside the archives. The options name an archive before it exists: a JVM that
+    starts before the build has renamed it into place runs without (silently), one after maps it, so the
+    build (about 40 s of one core) runs beside the first tests instead of ahead of them."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    builders: list[Builder] = []
+    builders: list[subprocess.Popen[bytes]] = []
     options = []
     for kind, given, key in (
         ("spark", spark_options, _spark_key(spark_options)),
@@ -123,38 +127,16 @@ def prepare(spark_options: str, broker_options: str, *, build: bool) -> tuple[tu
         path = CACHE / f"{kind}-{key}.jsa"
         _prune(kind, path)
         if not path.exists() and build:
-            builders.append(Builder.start(kind, given, path))
+            command = [sys.executable, "-m", "tests.support.jvm_archives", kind, given, str(path)]
+            builders.append(start_group(command, CACHE / f"{kind}-build.log"))
         options.append(f"{given} -XX:SharedArchiveFile={path} {QUIET}")
     return (options[0], options[1]), builders
 
 
-class Builder:
-    """One archive's build, in a process group of its own (``python -m tests.support.jvm_archives``)."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.proc = proc
-
-    @classmethod
-    def start(cls, kind: str, options: str, path: Path) -> Builder:
-        command = [sys.executable, "-m", "tests.support.jvm_archives", kind, options, str(path)]
-        return cls(subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL))
-
-    def stop(self) -> None:
-        """At the run's end: a build still going is stopped (its JVMs with it), leaving nothing behind."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(30)
-
-
 def build(kind: str, options: str, path: Path, run: Callable[[str], None] | None = None) -> bool:
     """Builds ``path`` (``run``: the kind's workload under the options plus ``ArchiveClassesAtExit``) into a
-    partial file renamed into place once whole. False, with one line on stderr, when it could not."""
+    partial file renamed into place once whole. False, with one line on stderr (the build's log), when it
+    could not."""
     run = run or {"spark": _build_spark, "kafka": _build_kafka}[kind]
     partial = Path(tempfile.mkdtemp(prefix="partial-", dir=CACHE)) / path.name
     try:
@@ -187,7 +169,7 @@ def _prune(kind: str, current: Path) -> None:
 
 def _fingerprint(options: str, jars: Path) -> str:
     """The archive's key: the JVM (its binary and version file), the jars (names, sizes, times) and the
-    options; any of them changed makes another archive, the old one left for ``rm -r`` of the cache."""
+    options; any of them changed makes another archive (``_prune`` deletes the old ones past ``KEEP``)."""
     java = Path(os.path.realpath(_which("java")))
     parts = [str(java), str(java.stat().st_mtime_ns), options]
     release = java.parent.parent / "release"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -200,7 +201,7 @@ _figures: list[tuple[str, str]] = []
 _started = time.time()
 
 
-_archive_builders: list[Any] = []
+_archive_builders: list[subprocess.Popen[bytes]] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -225,8 +226,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """A build still going at the end of the run is stopped: the run leaves no process behind."""
+    from sparkafka.local.procs import stop_group
+
     while _archive_builders:
-        _archive_builders.pop().stop()
+        stop_group(_archive_builders.pop(), timeout_s=30)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
