@@ -31,22 +31,29 @@ from sparkafka.local.tansu_workarounds import seal_latest_offsets
 from steady import steady_rate
 
 
-def fill(conf: dict[str, str], topic: str, records: int, partitions: int) -> int:
-    admin = AdminClient(conf)  # must outlive its futures
-    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-        f.result(30)
+def produce_spread(conf: dict[str, str], slots: list[tuple[str, int]], records: int) -> int:
+    """``records`` of 100 B round-robin over ``slots`` (topic, partition), fast; the count left unsent
+    after a 120 s flush."""
     producer = Producer(
         {**conf, "linger.ms": 20, "batch.num.messages": 10000, "queue.buffering.max.messages": 1_000_000}
     )
     payload = b"x" * 100
     for i in range(records):
+        topic, partition = slots[i % len(slots)]
         while True:
             try:
-                producer.produce(topic, payload, partition=i % partitions)
+                producer.produce(topic, payload, partition=partition)
                 break
             except BufferError:
                 producer.poll(0.05)
-    producer.flush(120)
+    return int(producer.flush(120))
+
+
+def fill(conf: dict[str, str], topic: str, records: int, partitions: int) -> int:
+    admin = AdminClient(conf)  # must outlive its futures
+    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        f.result(30)
+    produce_spread(conf, [(topic, p) for p in range(partitions)], records)
     seal_latest_offsets(conf, topic, range(partitions))  # tansu: make ListOffsets(latest) exact
     return records + partitions
 

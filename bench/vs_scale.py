@@ -27,10 +27,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from source_throughput import fill
+from source_throughput import fill, produce_spread
 from steady import query_rates
 from vs_common import OURS, THEIRS, backlog, sink_writer
 
@@ -188,20 +187,7 @@ def fill_topics(conf: dict[str, str], topics: list[str], partitions: int, record
     """``records`` of 100 B spread round-robin over every partition of ``topics`` (created here); the count
     written (Apache Kafka's ListOffsets is exact, so no seal record is needed)."""
     create(conf, dict.fromkeys(topics, partitions))
-    producer = Producer(
-        {**conf, "linger.ms": 20, "batch.num.messages": 10000, "queue.buffering.max.messages": 1_000_000}
-    )
-    payload = b"x" * 100
-    slots = [(t, p) for t in topics for p in range(partitions)]
-    for i in range(records):
-        topic, partition = slots[i % len(slots)]
-        while True:
-            try:
-                producer.produce(topic, payload, partition=partition)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    if producer.flush(120):
+    if produce_spread(conf, [(t, p) for t in topics for p in range(partitions)], records):
         raise RuntimeError("fill_topics: records left unsent after 120 s")
     return records
 
