@@ -5,9 +5,16 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkafka-installed
 
-.PHONY: demo test check lint docs docs-serve unit integration kafka spark-kafka native dist bench-vs-spark bench-event-time bench-read-path bench-read-path-tls bench-memory bench-source bench-sink bench-latency bench-avro setup check-java clean
+.PHONY: demo test check lint docs docs-serve unit integration kafka spark-kafka native dist bench-vs-spark bench-event-time bench-read-path bench-read-path-tls bench-memory bench-source bench-sink bench-latency bench-avro setup pyspark-zips check-java clean
 
-setup: $(STAMP) check-java kafka native
+setup: $(STAMP) check-java kafka native pyspark-zips
+
+# PySpark's Python workers import pyspark from the zips in its package (python/lib), which ship as source only:
+# each worker compiled what it imported, about 0.5 s of CPU, and a driver starts some seven in a row before its
+# first batch ends. Compiled once into those zips (src/sparkafka/local/pyspark_zips.py); a second run checks
+# their names and does nothing.
+pyspark-zips: $(STAMP)
+	@$(PY) -m sparkafka.local.pyspark_zips
 
 # Apache Kafka's broker jars, pinned and checksummed (src/sparkafka/local/apache_kafka), from Maven Central
 # into ~/.cache/sparkafka once; a second run downloads nothing. `make demo` and `make test` run on it.
