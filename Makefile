@@ -105,13 +105,14 @@ test: setup spark-kafka lint
 	$(PY) -m pytest tests $(PARALLEL) --durations=12 --time-budget=30
 
 # The inner loop: lint, unit tests, and the integration tests without the chaos and cluster suites, within
-# 12 minutes (the integration tests' share: 11; lint and unit tests take about half a minute each).
+# 12 minutes (the integration tests' share: 11; lint and the unit tests, in TEST_WORKERS processes, half a
+# minute).
 check: setup spark-kafka lint
-	$(PY) -m pytest tests/unit -q --time-budget=1
+	$(PY) -m pytest tests/unit -q -n $(TEST_WORKERS) --time-budget=1
 	$(PY) -m pytest tests/integration -m "not chaos and not cluster" $(PARALLEL) --durations=12 --time-budget=11
 
 unit: $(STAMP) native
-	$(PY) -m pytest tests/unit -q --time-budget=1
+	$(PY) -m pytest tests/unit -q -n $(TEST_WORKERS) --time-budget=1
 
 integration: setup spark-kafka
 	$(PY) -m pytest tests/integration $(PARALLEL) --durations=12
