@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from sparkafka.client.core import admin_client
+from sparkafka.client.core import admin_client, cached, new_producer
 from sparkafka.local.tansu_workarounds import exact_latest_producer_conf
 from sparkafka.ops.committed_view import RawRecord, committed_view
 from sparkafka.structs import TopicPartition, committed_offsets
@@ -27,12 +27,15 @@ def produce(
     timestamp: int | None = None,
 ) -> list[str]:
     """Produce each value round-robin over ``partitions`` (each record its own batch); returns the values."""
-    from confluent_kafka import Producer
-
     # Idempotent, so that records land in the order produced: without it a request refused on a fresh
     # topic (its leader not yet known everywhere) is retried after the ones behind it (each record is its
     # own request here), and a partition's first record can end up last (seen: g16, g18, g0).
-    producer = Producer({**exact_latest_producer_conf(conf), "enable.idempotence": "true"})
+    # One producer per process and broker (closed with the process's other clients, before a fixture's
+    # broker stops): a new idempotent producer asks for its producer id before it has a connection and
+    # librdkafka retries that 500 ms later, so a producer per call took 0.5 s a call (measured: 26 calls,
+    # 14.3 of 30 s in ten tests of test_source.py and test_offset_commits.py).
+    settings = {**exact_latest_producer_conf(conf), "enable.idempotence": "true"}
+    producer = cached("test-producer", settings, lambda: new_producer(settings), close=lambda p: p.flush(10))
     out = []
     for i, value in enumerate(values):
         kwargs: dict[str, Any] = {"partition": i % partitions, "key": f"k{i}".encode()}
