@@ -438,7 +438,7 @@ def test_dead_letters_carry_their_origin_and_survive_exactly_once_recovery(
     with start(pipeline, env=env, output=subprocess.DEVNULL) as killed:  # SIGKILLed on the way out
         wait_until(marker.exists, 240, "the commit's fault point", process=killed)
     # Decided, not committed: neither the output nor a dead letter is visible yet.
-    assert kafka.committed_values(dst) == kafka.committed_values(dlq) == Counter()
+    assert kafka.visible_now(dst) == kafka.visible_now(dlq) == Counter()
     rerun = build_query(spark, load_pipeline(pipeline))
     assert rerun.awaitTermination(300)
     assert rerun.exception() is None

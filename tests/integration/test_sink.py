@@ -244,7 +244,7 @@ def test_exactly_once_survives_the_broker_timing_out_a_decided_batch(
     # Decided, not committed: all of batch 0 in open transactions (nothing else in the topic), none visible.
     assert held_back(kafka, topic, 3) == BATCH
     assert sum(by_producer(kafka, topic).values(), Counter()) == expected(range(1))
-    assert kafka.committed_values(topic) == Counter()
+    assert kafka.visible_now(topic) == Counter()
     seen = {"held back": -1}
 
     def broker_aborted() -> bool:
@@ -276,7 +276,7 @@ def test_pending_intent_is_shown_and_resolved_with_sparkafka_txn(
     driver = Driver(tmp_path, bootstrap, topic, "exactly_once")
     driver.run_and_kill_at("after_intent")
     assert driver.prefix is not None
-    assert kafka.committed_values(topic) == Counter()  # decided, not yet committed: nothing visible
+    assert kafka.visible_now(topic) == Counter()  # decided, not yet committed: nothing visible
 
     listing = sparkafka_cli("txn", "list", "--bootstrap-servers", bootstrap, "--prefix", driver.prefix)
     assert listing.returncode == 0, listing.stderr
@@ -288,7 +288,7 @@ def test_pending_intent_is_shown_and_resolved_with_sparkafka_txn(
     dry = sparkafka_cli(*args, "--query", query_id, "commit")
     assert dry.returncode == 2
     assert "add --yes" in dry.stderr
-    assert kafka.committed_values(topic) == Counter()  # the dry run did nothing
+    assert kafka.visible_now(topic) == Counter()  # the dry run did nothing
     done = sparkafka_cli(*args, "--query", query_id, "commit", "--yes")
     assert done.returncode == 0, done.stderr
     assert "batch 0: done" in done.stdout
