@@ -209,7 +209,14 @@ def test_a_committed_transaction_whose_epoch_was_bumped_afterwards_is_still_comm
     query = f"query-{uuid.uuid4().hex[:6]}"
     rows = [[f"t0-{i}" for i in range(5)], [f"t1-{i}" for i in range(7)]]
     commit_then_crash(options, query, rows, tmp_path, monkeypatch)
-    assert values_of(kafka, topic) == expected(rows[:1])  # task 0's rows visible, task 1's still open
+    # Task 0's rows visible once its markers are in, task 1's still open (committed_values would re-read
+    # for its full 10 s): wait for exactly task 0's rows.
+    wait_until(
+        lambda: kafka.visible_now(topic) == expected(rows[:1]),
+        30,
+        "task 0's rows, and only them, to be visible",
+        detail=lambda: f"visible: {kafka.visible_now(topic)}",
+    )
 
     stray, _pid, _epoch = open_transactional_producer(kafka_conf, f"{prefix}-0")  # InitProducerId on p-0
     stray.close()

@@ -178,7 +178,14 @@ def test_exactly_once_survives_a_driver_kill(
         assert intent.batch_id == 0
         first, second = intent.handles
         written = by_producer(kafka, topic)
-        assert kafka.committed_values(topic) == written[first.producer_id]
+        # The first's markers may still be on their way; the second stays open (so committed_values
+        # would re-read for its full 10 s): wait for exactly the first's rows, nothing else, to show.
+        wait_until(
+            lambda: kafka.visible_now(topic) == written[first.producer_id],
+            30,
+            "the first transaction's rows, and only them, to be visible",
+            detail=lambda: f"visible: {kafka.visible_now(topic)}",
+        )
         assert written[first.producer_id] + written[second.producer_id] == expected(range(1))
         assert (first.records, second.records) == (BATCH // 2, BATCH // 2)  # round robin over 2 tasks
         assert sparkafka.sink_metrics(driver.prefix) == counters(driver.prefix)
