@@ -28,6 +28,7 @@ import marshal
 import os
 import sys
 import tempfile
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def compile_zip(path: Path) -> int:
     """Adds a checked ``.pyc`` beside each ``.py`` in the zip at ``path`` that lacks one; returns how many.
 
     A source that does not compile (pyspark.zip holds test files with syntax Python warns about, none that
-    fails) is left without bytecode, as the importer would compile it. Zero: the zip is not rewritten.
+    fails) is left without bytecode, as the importer would compile it. Zero: the zip is left as it was.
     """
     path = path.absolute()
     with zipfile.ZipFile(path) as zin:
@@ -71,17 +72,15 @@ def compile_zip(path: Path) -> int:
                         entry.compress_type = zipfile.ZIP_DEFLATED
                         zout.writestr(entry, pyc)
                         added += 1
-            os.chmod(partial, path.stat().st_mode & 0o777)
-            os.replace(partial, path)
-        except BaseException:
-            Path(partial).unlink(missing_ok=True)
-            raise
+            if added:
+                os.chmod(partial, path.stat().st_mode & 0o777)
+                os.replace(partial, path)
+        finally:
+            Path(partial).unlink(missing_ok=True)  # replaced, or not wanted
     return added
 
 
 def _bytecode(source: bytes, filename: str) -> bytes | None:
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pyspark's own test files: "is" with a literal, and the like
         try:
@@ -102,4 +101,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-    sys.exit(0)

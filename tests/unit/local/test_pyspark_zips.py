@@ -81,3 +81,8 @@ def test_a_source_that_does_not_compile_keeps_no_bytecode(tmp_path: Path) -> Non
     assert compile_zip(archive) == 1
     with zipfile.ZipFile(archive) as z:
         assert sorted(z.namelist()) == ["bad.py", "good.py", "good.pyc"]
+    # Nothing more to add: the zip is not rewritten on the next run (bad.py still lacks bytecode).
+    before = archive.stat().st_ino
+    assert compile_zip(archive) == 0
+    assert archive.stat().st_ino == before
+    assert [p.name for p in tmp_path.iterdir()] == ["lib.zip"]
