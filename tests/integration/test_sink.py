@@ -295,7 +295,10 @@ def test_pending_intent_is_shown_and_resolved_with_sparkafka_txn(
     dry = sparkafka_cli(*args, "--query", query_id, "commit")
     assert dry.returncode == 2
     assert "add --yes" in dry.stderr
-    assert kafka.visible_now(topic) == Counter()  # the dry run did nothing
+    # The dry run did nothing: the coordinator still holds both transactions undecided (so no markers can
+    # be on their way), and nothing is visible.
+    assert coordinator_states(kafka, driver.prefix) == {"Ongoing"}
+    assert kafka.visible_now(topic) == Counter()
     done = sparkafka_cli(*args, "--query", query_id, "commit", "--yes")
     assert done.returncode == 0, done.stderr
     assert "batch 0: done" in done.stdout
@@ -309,6 +312,17 @@ def test_pending_intent_is_shown_and_resolved_with_sparkafka_txn(
     assert sparkafka.sink_metrics(driver.prefix) == counters(
         driver.prefix, batches=3, transactions=6, records=ROWS, replays=1, aborted=2
     )
+
+
+def coordinator_states(kafka: Kafka, prefix: str) -> set[str]:
+    """The coordinator's state (DescribeTransactions) of each transaction the pending intent names."""
+    from sparkafka.sink.txn_tool import prefix_status
+
+    status = prefix_status(kafka.conf, prefix)
+    assert status.transactions is not None, status.note
+    (intent,) = IntentLog(kafka.conf, prefix).read().pending
+    named = {h.transactional_id for h in intent.handles}
+    return {t.state for t in status.transactions if t.transactional_id in named}
 
 
 def sparkafka_cli(*args: str) -> subprocess.CompletedProcess[str]:
