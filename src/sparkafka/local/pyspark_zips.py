@@ -94,7 +94,11 @@ def _bytecode(source: bytes, filename: str) -> bytes | None:
 def main() -> None:
     """``make setup``: each of PySpark's zips compiled, one line for each that was."""
     for path in pyspark_zips():
-        added = compile_zip(path)
+        try:
+            added = compile_zip(path)
+        except OSError as e:  # a PySpark installed read-only, or another user's: only a speed-up is missed
+            sys.stdout.write(f"left {path} as it is ({e}): PySpark's workers compile it as they start\n")
+            continue
         if added:
             sys.stdout.write(f"compiled {added} modules in {path} (PySpark's workers import from it)\n")
 
