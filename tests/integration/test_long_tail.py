@@ -217,6 +217,7 @@ def test_a_committed_transaction_whose_epoch_was_bumped_afterwards_is_still_comm
         "task 0's rows, and only them, to be visible",
         detail=lambda: f"visible: {kafka.visible_now(topic)}",
     )
+    assert kafka.pending_transactions(prefix)[f"{prefix}-1"] == "Ongoing"  # task 1's stays hidden
 
     stray, _pid, _epoch = open_transactional_producer(kafka_conf, f"{prefix}-0")  # InitProducerId on p-0
     stray.close()

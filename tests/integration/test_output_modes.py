@@ -135,6 +135,7 @@ def test_update_mode_exactly_once_survives_a_driver_kill_between_intent_and_comm
     (intent,) = IntentLog(kafka.conf, prefix).read().pending
     assert intent.batch_id == 0
     assert sum(h.records for h in intent.handles) == held_back(kafka, out, 2) > 0
+    assert set(kafka.pending_transactions(prefix).values()) == {"Ongoing"}  # undecided: no markers coming
     assert kafka.visible_now(out) == Counter()
 
     # The restart, as a new driver on the checkpoint: here, in the test's SparkSession.

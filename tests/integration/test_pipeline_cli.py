@@ -438,6 +438,7 @@ def test_dead_letters_carry_their_origin_and_survive_exactly_once_recovery(
     with start(pipeline, env=env, output=subprocess.DEVNULL) as killed:  # SIGKILLed on the way out
         wait_until(marker.exists, 240, "the commit's fault point", process=killed)
     # Decided, not committed: neither the output nor a dead letter is visible yet.
+    assert set(kafka.pending_transactions(prefix).values()) == {"Ongoing"}  # undecided: no markers coming
     assert kafka.visible_now(dst) == kafka.visible_now(dlq) == Counter()
     rerun = build_query(spark, load_pipeline(pipeline))
     assert rerun.awaitTermination(300)

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from sparkafka.client.core import admin_client, cached, new_producer
+from sparkafka.client.core import admin_client, cached, close_all, new_producer
 from sparkafka.local.tansu_workarounds import exact_latest_producer_conf
 from sparkafka.ops.committed_view import RawRecord, committed_view
 from sparkafka.structs import TopicPartition, committed_offsets
@@ -61,7 +61,10 @@ def produce(
             kwargs["timestamp"] = timestamp
         producer.produce(topic, value.encode(), **kwargs)
         out.append(value)
-    assert producer.flush(30) == 0
+    left = producer.flush(30)
+    if left or failed:
+        close_all()  # a producer in a fatal state is not handed to the next test
+    assert left == 0, f"{left} records not acknowledged in 30 s"
     assert failed == [], failed
     return out
 
@@ -219,6 +222,19 @@ class Kafka:
         still open holds its partition back at once, where ``committed_values`` reads it again for 10 s
         waiting for the markers of one just decided, in vain for one that stays open."""
         return Counter(r.value for records in committed_view(self.conf, topic).values() for r in records)
+
+    def pending_transactions(self, prefix: str) -> dict[str, str]:
+        """The coordinator's state (DescribeTransactions) of each transaction the prefix's one pending
+        intent names, by transactional id: ``Ongoing`` while undecided, so no marker can be on its way and
+        ``visible_now`` is final for it."""
+        from sparkafka.sink.intents import IntentLog
+        from sparkafka.sink.txn_tool import prefix_status
+
+        (intent,) = IntentLog(self.conf, prefix).read().pending
+        status = prefix_status(self.conf, prefix)
+        assert status.transactions is not None, status.note
+        named = {h.transactional_id for h in intent.handles}
+        return {t.transactional_id: t.state for t in status.transactions if t.transactional_id in named}
 
     def read_committed(self, topic: str) -> list[bytes | None]:
         """``read_committed``: what a plain read_committed consumer reads in ``topic``, all partitions."""
