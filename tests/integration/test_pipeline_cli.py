@@ -256,7 +256,10 @@ def test_every_example_runs_to_completion_on_the_broker(kafka: Kafka, bootstrap:
         producer.produce(source, o.value(), key=o.key())
     assert producer.flush(30) == 0
 
+    scratch = tmp_path / "tmp"  # the runs' temp dirs: each run's Spark scratch is made, and removed, there
+    scratch.mkdir()
     env = {**os.environ, "BOOTSTRAP": bootstrap, "SPARKAFKA_STATE": str(tmp_path), "COLUMNS": "160"}
+    env["TMPDIR"] = str(scratch)
     examples = [example_for_run(e, tmp_path / "examples", run) for e in kafka_only_examples()]
     reported: dict[str, int] = {}
     for example in examples:
@@ -273,6 +276,7 @@ def test_every_example_runs_to_completion_on_the_broker(kafka: Kafka, bootstrap:
         match = re.search(r"records out ([\d,]+)", summary[-1])
         assert match, summary
         reported[example.stem] = int(match.group(1).replace(",", ""))
+        assert list(scratch.glob("sparkafka-spark-*")) == []  # the run's own scratch left with it
     enriched = [r.value for r in kafka.committed(enriched_topic)]
     assert len(enriched) == sum(not o.malformed for o in orders)
     revenue = [json.loads(r.value or b"") for r in kafka.committed(revenue_topic)]
