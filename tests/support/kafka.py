@@ -207,10 +207,11 @@ class Kafka:
             else:
                 producer.commit_transaction(30)
 
-    def committed(self, topic: str) -> list[RawRecord]:
+    def committed(self, topic: str, settle_s: float = 10) -> list[RawRecord]:
         """Every record a correct read_committed consumer sees in ``topic``, partition by partition, once the
-        markers of transactions just committed or aborted are in the log (up to 10 s)."""
-        return [r for records in committed_view(self.conf, topic, settle_s=10).values() for r in records]
+        markers of transactions just committed or aborted are in the log (up to ``settle_s``)."""
+        view = committed_view(self.conf, topic, settle_s=settle_s)
+        return [r for records in view.values() for r in records]
 
     def committed_values(self, topic: str) -> Counter[bytes | None]:
         """The committed records' values, counted (duplicates show as counts above one)."""
@@ -221,20 +222,19 @@ class Kafka:
         transactions are open and undecided (a driver killed at a pause before its commit). A transaction
         still open holds its partition back at once, where ``committed_values`` reads it again for 10 s
         waiting for the markers of one just decided, in vain for one that stays open."""
-        return Counter(r.value for records in committed_view(self.conf, topic).values() for r in records)
+        return Counter(r.value for r in self.committed(topic, settle_s=0))
 
     def pending_transactions(self, prefix: str) -> dict[str, str]:
         """The coordinator's state (DescribeTransactions) of each transaction the prefix's one pending
         intent names, by transactional id: ``Ongoing`` while undecided, so no marker can be on its way and
         ``visible_now`` is final for it."""
         from sparkafka.sink.intents import IntentLog
-        from sparkafka.sink.txn_tool import prefix_status
+        from sparkafka.sink.txn_tool import describe_transactions
 
         (intent,) = IntentLog(self.conf, prefix).read().pending
-        status = prefix_status(self.conf, prefix)
-        assert status.transactions is not None, status.note
-        named = {h.transactional_id for h in intent.handles}
-        return {t.transactional_id: t.state for t in status.transactions if t.transactional_id in named}
+        described, note = describe_transactions(self.conf, [h.transactional_id for h in intent.handles])
+        assert described is not None, note
+        return {t.transactional_id: t.state for t in described}
 
     def read_committed(self, topic: str) -> list[bytes | None]:
         """``read_committed``: what a plain read_committed consumer reads in ``topic``, all partitions."""
