@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import tempfile
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 THEIRS, OURS = "kafka", "sparkafka"
@@ -34,8 +35,18 @@ def backlog(
     )
 
 
-def sink_writer(df: Any, fmt: str, delivery: str, *, bootstrap: str, topic: str, label: str) -> Any:
-    """``df.writeStream`` into ``fmt``'s sink on ``topic``: ours with ``delivery``, theirs as Spark has it."""
+def sink_writer(
+    df: Any,
+    fmt: str,
+    delivery: str,
+    *,
+    bootstrap: str,
+    topic: str,
+    label: str,
+    options: Mapping[str, str] | None = None,
+) -> Any:
+    """``df.writeStream`` into ``fmt``'s sink on ``topic``: ours with ``delivery``, theirs as Spark has it;
+    ``options`` added to either."""
     writer = (
         df.writeStream.format(fmt)
         .option("kafka.bootstrap.servers", bootstrap)
@@ -46,4 +57,6 @@ def sink_writer(df: Any, fmt: str, delivery: str, *, bootstrap: str, topic: str,
         writer = writer.option("deliveryGuarantee", delivery)
         if delivery == "exactly_once":
             writer = writer.option("transactionalIdPrefix", f"{label}-{uuid.uuid4().hex[:6]}")
+    for key, value in (options or {}).items():
+        writer = writer.option(key, value)
     return writer

@@ -11,6 +11,7 @@ __all__ = [
     "BrokerError",
     "ConfigError",
     "DataLossError",
+    "DeliveryError",
     "PartitionsGoneError",
     "RegistryError",
     "SparkafkaError",
@@ -60,6 +61,11 @@ class AuthorizationError(BrokerError):
         """The permission missing: ``READ``, ``WRITE``, ``DESCRIBE``, ``CREATE``."""
         self.resource = resource
         """``topic orders``, ``group etl``, ``transactional id orders-eos-*``."""
+
+
+class DeliveryError(BrokerError):
+    """A sink task's records were not written, or not provably (``sink.delivery``): the task fails before
+    anything of it is committed, so that Spark's retry writes its rows again."""
 
 
 class PartitionsGoneError(BrokerError):

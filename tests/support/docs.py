@@ -124,6 +124,7 @@ ERROR_CLASSES = {
     "AuthorizationError",
     "PartitionsGoneError",
     "DataLossError",
+    "DeliveryError",
     "TransactionError",
     "RegistryError",
     "NativeUnavailableError",

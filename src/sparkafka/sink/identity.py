@@ -69,7 +69,14 @@ def open_transactional_producer(
         TransactionError: when the transactions cannot be initialised or the pid cannot be learned.
     """
     capture = _Capture()
-    logger = logging.Logger(f"sparkafka.rdkafka.{transactional_id}")  # private, not in the logging tree
+    given = conf.get("logger")
+    # A sink task's producer brings its logger (``sink.delivery``: the implicit-ack tripwire), which keeps
+    # its level; any other gets a private one, quiet once the pid is learned.
+    logger = (
+        given
+        if isinstance(given, logging.Logger)
+        else logging.Logger(f"sparkafka.rdkafka.{transactional_id}")
+    )
     logger.addHandler(capture)
     settings = dict(conf)
     settings.setdefault("reconnect.backoff.ms", "10")
@@ -102,5 +109,6 @@ def open_transactional_producer(
             "librdkafka logged no 'Acquired PID' line (this confluent-kafka version may word it differently)"
         )
     logger.removeHandler(capture)
-    logger.setLevel(logging.WARNING)  # later debug lines are dropped before any formatting
+    if logger is not given:
+        logger.setLevel(logging.WARNING)  # later debug lines are dropped before any formatting
     return producer, identity[0], identity[1]

@@ -16,6 +16,7 @@ from sparkafka.client.conf import (
 )
 from sparkafka.errors import ConfigError
 from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS, Option, OptionReader, names
+from sparkafka.sink.delivery import check_in_flight
 
 __all__ = [
     "SINK_KAFKA_SETTINGS",
@@ -204,6 +205,7 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
     elif prefix is not None:
         raise ConfigError("option transactionalIdPrefix is only used with deliveryGuarantee=exactly_once")
     _check_idempotence(kafka, delivery)
+    check_in_flight(kafka, delivery == "exactly_once")
     take_over = reader.get_bool("takeOverTransactionalIdPrefix", False)
     if take_over and delivery != "exactly_once":
         raise ConfigError(

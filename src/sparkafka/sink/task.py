@@ -21,7 +21,8 @@ import pyarrow.compute as pc
 
 from sparkafka.client.core import cached, new_producer, with_retries
 from sparkafka.client.security import Access, denied_by
-from sparkafka.errors import AuthorizationError, BrokerError
+from sparkafka.errors import BrokerError
+from sparkafka.sink.delivery import TOO_LARGE_HINT, Deliveries, producer_settings
 from sparkafka.sink.identity import open_transactional_producer
 from sparkafka.sink.intents import IntentLog, intent_topic, witness_key
 from sparkafka.sink.options import InputColumns, SinkOptions
@@ -52,51 +53,11 @@ class TaskResult:
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
 
-_TOO_LARGE_HINT = (
-    ": a record is larger than kafka.message.max.bytes allows, or than the topic's max.message.bytes on the "
-    "broker (raise them, or write smaller records)"
-)
+def _plain_producer(conf: Mapping[str, str]) -> tuple[Any, Deliveries]:
 
-
-class _Delivery:
-    """Collects failed deliveries (librdkafka reports only errors: delivery.report.only.error).
-
-    A delivery refused by ACL keeps its sentence (``denied``), which ``_flush`` raises before the rest.
-    """
-
-    def __init__(self, conf: Mapping[str, str]) -> None:
-        self.errors: list[str] = []
-        self.denied: AuthorizationError | None = None
-        self._conf = conf
-
-    def __call__(self, error: Any, message: Any) -> None:
-        if error is None:
-            return
-        try:
-            topic = message.topic()
-            where = f"{topic}-{message.partition()}"
-        except Exception:  # noqa: BLE001 - after a fatal producer error the message can no longer say
-            topic, where = "", "a record"  # (SystemError from Message.topic, measured); the error counts
-        self.errors.append(f"{where}: {error}")
-        if self.denied is None:
-            access = Access("WRITE", "topic", topic)
-            self.denied = denied_by(error, self._conf, access, f"producing to {where}")
-
-
-def _producer_settings(conf: Mapping[str, str], delivery: _Delivery) -> dict[str, Any]:
-    settings: dict[str, Any] = dict(conf)
-    settings.setdefault("enable.idempotence", "true")
-    settings.setdefault("linger.ms", "5")
-    settings["delivery.report.only.error"] = True
-    settings["on_delivery"] = delivery
-    return settings
-
-
-def _plain_producer(conf: Mapping[str, str]) -> tuple[Any, _Delivery]:
-
-    def make() -> tuple[Any, _Delivery]:
-        delivery = _Delivery(conf)
-        return new_producer(_producer_settings(conf, delivery)), delivery
+    def make() -> tuple[Any, Deliveries]:
+        deliveries = Deliveries(conf)
+        return new_producer(producer_settings(conf, deliveries, "sink")), deliveries
 
     return cached("sink-producer", conf, make, lambda made: made[0].flush(30))
 
@@ -178,7 +139,7 @@ class _Output:
                 self._produce_rows(batch)
             except KafkaException as e:
                 error = e.args[0] if e.args else e
-                hint = _TOO_LARGE_HINT if getattr(error, "name", lambda: "")() == "MSG_SIZE_TOO_LARGE" else ""
+                hint = TOO_LARGE_HINT if getattr(error, "name", lambda: "")() == "MSG_SIZE_TOO_LARGE" else ""
                 where = self.options.topic or "the topic column"
                 raise BrokerError(f"producing to {where} failed: {error}{hint}") from e
         return self.records
@@ -243,10 +204,10 @@ def write_task(
     became of the transaction (``sparkafka.sink.outcomes``).
     """
     if options.delivery != "exactly_once":
-        producer, delivery = _plain_producer(options.kafka)
+        producer, deliveries = _plain_producer(options.kafka)
         count = _Output(producer, options, columns, task).produce_all(batches)
         if options.delivery == "at_least_once":
-            _flush(producer, delivery)
+            _flush(producer, deliveries)
         return TaskResult(task, count)
 
     assert options.transactional_id_prefix is not None
@@ -257,10 +218,10 @@ def write_task(
     # a produce must neither wait out delivery.timeout.ms for it nor auto-create it without compaction.
     # Once per worker process per topic (IntentLog caches what it made or found).
     IntentLog(options.kafka, options.transactional_id_prefix, options.metadata_timeout_ms / 1000).create()
-    delivery = _Delivery(options.kafka)
+    deliveries = Deliveries(options.kafka)
     result = TaskResult(task, 0)
     producer, pid, epoch = open_transactional_producer(
-        _producer_settings(options.kafka, delivery),
+        producer_settings(options.kafka, deliveries, tid),
         tid,
         topic=options.topic,
         prefix=options.transactional_id_prefix,
@@ -270,7 +231,7 @@ def write_task(
         result.records = _Output(producer, options, columns, task).produce_all(batches)
         if result.records:
             _produce(producer, witness.topic, b"{}", key=witness_key(query_id, task), partition=0)
-        _flush(producer, delivery)
+        _flush(producer, deliveries)
     except BaseException:
         # Closed here, not left to the traceback: a producer kept alive finishes its abort in the background
         # and may bump the epoch of the id after the task's next attempt took it, fencing that attempt
@@ -296,17 +257,9 @@ def write_task(
     return result
 
 
-def _flush(producer: Any, delivery: _Delivery, timeout_s: float = 300.0) -> None:
+def _flush(producer: Any, deliveries: Deliveries, timeout_s: float = 300.0) -> None:
+    """Flush, then raise what the deliveries said (``Deliveries.failure``): a failed or unproven record."""
     left = producer.flush(timeout_s)
-    if delivery.denied is not None:  # reset: the delivery report outlives this flush (a cached producer)
-        denied, delivery.denied, delivery.errors = delivery.denied, None, []
-        raise denied
-    if delivery.errors:
-        errors, delivery.errors = delivery.errors, []
-        # The records librdkafka purged once the transaction failed can be reported before the cause.
-        errors.sort(key=lambda e: "_PURGE_" in e)
-        # The broker's MESSAGE_TOO_LARGE (the topic's max.message.bytes) arrives here, as a delivery error.
-        hint = _TOO_LARGE_HINT if any("MSG_SIZE_TOO_LARGE" in e for e in errors) else ""
-        raise BrokerError(f"{len(errors)} record(s) could not be delivered, e.g. {errors[0]}{hint}")
-    if left:
-        raise BrokerError(f"{left} record(s) still undelivered after {timeout_s:.0f} s")
+    failure = deliveries.failure(left, timeout_s)
+    if failure is not None:
+        raise failure

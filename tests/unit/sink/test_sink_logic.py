@@ -291,7 +291,8 @@ def test_broker_rejecting_a_record_as_too_large_fails_the_flush_with_the_fix() -
     from confluent_kafka import KafkaError
 
     from sparkafka.errors import BrokerError
-    from sparkafka.sink.task import _Delivery, _flush
+    from sparkafka.sink.delivery import Deliveries
+    from sparkafka.sink.task import _flush
 
     class Message:
         def topic(self) -> str:
@@ -301,7 +302,7 @@ def test_broker_rejecting_a_record_as_too_large_fails_the_flush_with_the_fix() -
             return 3
 
     class Producer:  # what librdkafka does: flush() serves the delivery callbacks
-        def __init__(self, delivery: _Delivery) -> None:
+        def __init__(self, delivery: Deliveries) -> None:
             self.delivery = delivery
 
         def flush(self, _timeout: float) -> int:
@@ -311,7 +312,7 @@ def test_broker_rejecting_a_record_as_too_large_fails_the_flush_with_the_fix() -
             self.delivery(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE), Message())
             return 0
 
-    delivery = _Delivery({})
+    delivery = Deliveries({})
     with pytest.raises(
         BrokerError, match=r"e\.g\. orders-3: .*MSG_SIZE_TOO_LARGE.*topic's max\.message\.bytes"
     ):
