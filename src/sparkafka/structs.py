@@ -11,9 +11,11 @@ from typing import Any, NamedTuple
 __all__ = [
     "INTERNAL_TOPIC_PREFIX",
     "KAFKA_INTERNAL_TOPICS",
+    "GroupOffset",
     "TimestampedOffset",
     "TopicPartition",
     "committed_offsets",
+    "group_commits",
 ]
 
 INTERNAL_TOPIC_PREFIX = "_sparkafka-"
@@ -54,5 +56,24 @@ def committed_offsets(partitions: Iterable[Any]) -> dict[TopicPartition, int | N
     """A group's committed offsets from confluent-kafka TopicPartitions; None where it has none (or error)."""
     return {
         TopicPartition(p.topic, p.partition): (int(p.offset) if p.error is None and p.offset >= 0 else None)
+        for p in partitions
+    }
+
+
+class GroupOffset(NamedTuple):
+    """A consumer group's commit for one partition: the offset, and the metadata string committed with it."""
+
+    offset: int
+    """The next record to read."""
+    metadata: str = ""
+    """Whatever the committer wrote beside it (a sparkafka source writes a ``CommitMark``)."""
+
+
+def group_commits(partitions: Iterable[Any]) -> dict[TopicPartition, GroupOffset | None]:
+    """A group's commits from confluent-kafka TopicPartitions; None where it has none (or error)."""
+    return {
+        TopicPartition(p.topic, p.partition): (
+            GroupOffset(int(p.offset), str(p.metadata or "")) if p.error is None and p.offset >= 0 else None
+        )
         for p in partitions
     }

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer
 
 import sparkafka
 from sparkafka.structs import TopicPartition
-from tests.support.kafka import Offsets, group_offsets, produce
+from tests.support.kafka import Kafka, Offsets, group_offsets, produce
 from tests.support.queries import checkpoint_batches, source
 from tests.support.wait import wait_until
 
@@ -276,3 +276,34 @@ def test_restart_from_an_older_position_does_not_move_the_group_backwards(
     assert len(snapshots) >= 3
     assert all(s == full for s in snapshots)
     assert group_offsets(kafka_conf, group, topic, 2) == full
+
+
+def test_a_group_start_after_the_topic_was_recreated_skips_nothing_of_the_new_log(
+    spark: Any, kafka: Kafka, bootstrap: str, tmp_path: Path
+) -> None:
+    """The issue's reproduction (issue 48): a query with a group read 1,000 records; the topic was
+    recreated; the query, restarted on its checkpoint, read the new log's 300 (failOnDataLoss=false); 800
+    more arrived. A new query from the group read 100 of the 800: the restart had committed its checkpoint's
+    end from the old log (1,000) and nothing lower after it. Now each commit names its topic's id, the old
+    log's end is never committed, and the new log's 300 is."""
+    from tests.integration.test_data_loss import recreate, stream_once
+
+    topic = kafka.topic(partitions=1)
+    group = new_group()
+    tp = TopicPartition(topic, 0)
+    kafka.produce(topic, [f"a{i}" for i in range(1000)])
+    ck = tmp_path / "ck"
+    options = {"subscribe": topic, "startingOffsets": "earliest", "kafka.group.id": group}
+    assert len(stream_once(spark, "sparkafka", bootstrap, ck, fail=False, **options)) == 1000
+    wait_until(lambda: kafka.group_offsets(group, topic, 1) == {tp: 1000}, 60, "the first run's commit")
+    recreate(kafka, topic, 1)
+    kafka.produce(topic, [f"b{i}" for i in range(300)])
+    assert len(stream_once(spark, "sparkafka", bootstrap, ck, fail=False, **options)) == 300
+    wait_until(
+        lambda: kafka.group_offsets(group, topic, 1) == {tp: 300}, 60, "the new log's offset committed"
+    )
+    kafka.produce(topic, [f"c{i}" for i in range(800)])
+    later = {"subscribe": topic, "startingOffsets": "group", "kafka.group.id": group}
+    read = stream_once(spark, "sparkafka", bootstrap, tmp_path / "later", **later)
+    assert not isinstance(read, str), read
+    assert [r[2] for r in read] == list(range(300, 1100))

@@ -32,7 +32,14 @@ from sparkafka.client.core import (
 )
 from sparkafka.client.security import Access, denied, denied_by
 from sparkafka.errors import AuthorizationError, BrokerError, PartitionsGoneError
-from sparkafka.structs import KAFKA_INTERNAL_TOPICS, TimestampedOffset, TopicPartition, committed_offsets
+from sparkafka.structs import (
+    KAFKA_INTERNAL_TOPICS,
+    GroupOffset,
+    TimestampedOffset,
+    TopicPartition,
+    committed_offsets,
+    group_commits,
+)
 
 __all__ = ["AdminMetadata", "Offsets", "TopicInfo"]
 
@@ -463,6 +470,12 @@ class AdminMetadata:
     ) -> dict[TopicPartition, int | None]:
         """The group's committed offsets for ``tps`` (None: every partition it has committed)."""
         return committed_offsets(self._committed(group_id, tps))
+
+    def group_commits(
+        self, group_id: str, tps: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, GroupOffset | None]:
+        """The group's commits for ``tps``, each with its metadata string (None where it has none)."""
+        return group_commits(self._committed(group_id, tps))
 
     def commit_metadata(self, group_id: str, tps: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
         """The metadata string of each of the group's commits for ``tps`` ("" where none)."""

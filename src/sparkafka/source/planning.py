@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from sparkafka.errors import ConfigError
+from sparkafka.source.commits import offset_of_topic
 from sparkafka.source.options import (
     EARLIEST,
     LATEST,
@@ -20,7 +21,7 @@ from sparkafka.source.options import (
     SourceOptions,
     Subscription,
 )
-from sparkafka.structs import TopicPartition
+from sparkafka.structs import GroupOffset, TopicPartition
 
 __all__ = [
     "PLAN_KEY",
@@ -74,8 +75,10 @@ class KafkaMetadata(Protocol):
         """Per partition the first offset whose record timestamp is >= ``timestamp_ms``; -1 when none."""
         ...
 
-    def committed(self, group_id: str, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
-        """The group's committed offsets (None where it has none)."""
+    def group_commits(
+        self, group_id: str, tps: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, GroupOffset | None]:
+        """The group's commits, each with its metadata (None where it has none)."""
         ...
 
 
@@ -206,12 +209,32 @@ def _resolve_sentinels(offsets: Offsets, metadata: KafkaMetadata) -> Offsets:
     return out
 
 
-def _group_offsets(options: SourceOptions, tps: set[TopicPartition], metadata: KafkaMetadata) -> Offsets:
-    """Flink's GROUP_OFFSETS: committed offsets, else ``kafka.auto.offset.reset``."""
+def _group_offsets(
+    options: SourceOptions,
+    tps: set[TopicPartition],
+    metadata: KafkaMetadata,
+    topic_ids: Mapping[str, str] | None = None,
+) -> Offsets:
+    """Flink's GROUP_OFFSETS: committed offsets, else ``kafka.auto.offset.reset``.
+
+    A commit a sparkafka source made from an earlier topic of the same name (its mark names another topic
+    id than ``topic_ids`` gives) is no commit of this topic: its offsets mean nothing in the new log.
+    """
     if not tps:
         return {}
     assert options.group_id is not None
-    committed = metadata.committed(options.group_id, tps)
+    ids = topic_ids or {}
+    commits = metadata.group_commits(options.group_id, tps)
+    committed = {tp: offset_of_topic(commits.get(tp), ids.get(tp.topic)) for tp in tps}
+    earlier = sorted(tp for tp in tps if commits.get(tp) is not None and committed[tp] is None)
+    if earlier:
+        log.warning(
+            "group %r's offsets for %s were committed from an earlier topic of the same name (deleted and "
+            "created again since): they are not used, kafka.auto.offset.reset=%s decides",
+            options.group_id,
+            ", ".join(map(str, earlier)),
+            options.offset_reset,
+        )
     missing = sorted(tp for tp in tps if committed.get(tp) is None)
     out: Offsets = {tp: o for tp, o in committed.items() if o is not None and tp in tps}
     if missing:
@@ -226,14 +249,20 @@ def _group_offsets(options: SourceOptions, tps: set[TopicPartition], metadata: K
     return out
 
 
-def resolve_startup(options: SourceOptions, metadata: KafkaMetadata, tps: set[TopicPartition]) -> Offsets:
-    """The first batch's start offsets for a query without a checkpoint, with Flink's fallbacks."""
+def resolve_startup(
+    options: SourceOptions,
+    metadata: KafkaMetadata,
+    tps: set[TopicPartition],
+    topic_ids: Mapping[str, str] | None = None,
+) -> Offsets:
+    """The first batch's start offsets for a query without a checkpoint, with Flink's fallbacks; the
+    topics' ids (``topic_ids``) tell a group's commits of an earlier topic of the same name apart."""
     if options.startup == "earliest":
         return metadata.earliest(tps)
     if options.startup == "latest":
         return metadata.latest(tps)
     if options.startup == "group":
-        return _group_offsets(options, tps, metadata)
+        return _group_offsets(options, tps, metadata, topic_ids)
     if options.startup == "timestamp":
         assert options.starting_timestamp is not None
         return _starting_by_timestamp(options, metadata, dict.fromkeys(tps, options.starting_timestamp))
@@ -255,7 +284,7 @@ def resolve_startup(options: SourceOptions, metadata: KafkaMetadata, tps: set[To
     )
     rest = tps - set(listed)
     if rest:
-        out.update(_group_offsets(options, rest, metadata))
+        out.update(_group_offsets(options, rest, metadata, topic_ids))
     return out
 
 

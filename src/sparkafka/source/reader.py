@@ -266,12 +266,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log.info("discovered new partitions: %s", ", ".join(map(str, added)))
             self._known = found
             self._last_discovery = now
+            if self.committer is not None:
+                self.committer.topics_now(found.topic_ids)
         assert self._known is not None
         return self._known
 
     def initialOffset(self) -> dict[str, Any]:
         found = self._partitions_now()
-        start = resolve_startup(self._options, self._planner.metadata, found.partitions)
+        start = resolve_startup(self._options, self._planner.metadata, found.partitions, found.topic_ids)
         return offsets_to_json(start, found.topic_ids)
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -294,7 +296,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if committer is not None:
             # Spark asks for the next batch only after the batch ending at `start` is in its commit log
             # (and keeps asking while idle), so `start` is the newest offsets that can never be re-read.
-            committer.completed(offsets_from_json(start))
+            # The topics' ids first: a restart's `start` may be from a log since deleted (a recreated topic).
+            self._partitions_now()
+            committer.completed(offsets_from_json(start), topic_ids_from_json(start))
         metadata = self._planner.metadata
 
         def discovered(force: bool = False) -> Discovery:
@@ -386,7 +390,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Called one batch late (when the next batch is planned); ``latestOffset`` saw these already."""
         if self._committer is not None:
             with shutdown.guard.critical():
-                self._committer.completed(offsets_from_json(end))
+                self._committer.completed(offsets_from_json(end), topic_ids_from_json(end))
 
     def stop(self) -> None:
         if self._committer is not None:
@@ -403,8 +407,9 @@ class KafkaBatchReader(DataSourceReader):
         """Resolve the start and end offsets now; an end before its start raises ConfigError."""
         self._planner = _Planner(options)
         metadata = self._planner.metadata
-        tps = self._planner.discover_initial().partitions
-        self._start = resolve_startup(options, metadata, tps)
+        found = self._planner.discover_initial()
+        tps = found.partitions
+        self._start = resolve_startup(options, metadata, tps, found.topic_ids)
         latest = metadata.latest(tps)
         self._end = ending_offsets(options, metadata, tps, latest)
         for tp, end in self._end.items():

@@ -20,7 +20,7 @@ from sparkafka.source.commits import (
     read_source_metrics,
 )
 from sparkafka.source.options import CommitMode
-from sparkafka.structs import TopicPartition
+from sparkafka.structs import GroupOffset, TopicPartition
 
 A0 = TopicPartition("a", 0)
 A1 = TopicPartition("a", 1)
@@ -33,6 +33,8 @@ class FakeClient:
 
     def __init__(self, group: Mapping[TopicPartition, int] | None = None) -> None:
         self.group: dict[TopicPartition, int] = dict(group or {})
+        self.marks: dict[TopicPartition, str] = {}
+        """The metadata each partition's last commit carried."""
         self.sent: list[dict[TopicPartition, int]] = []
         self.waiting: list[tuple[Mapping[TopicPartition, int], object]] = []
         self.reject: str | None = None
@@ -40,20 +42,26 @@ class FakeClient:
         self.committed_calls = 0
         self.metadata: list[str] = []
 
-    def commit_async(self, offsets: Mapping[TopicPartition, int], metadata: str, done: object) -> None:
+    def commit_async(
+        self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str], done: object
+    ) -> None:
         self.sent.append(dict(offsets))
-        self.metadata.append(metadata)
-        self.waiting.append((offsets, done))
+        self.metadata.append(metadata[min(offsets)])
+        self.waiting.append((offsets, done, dict(metadata)))
 
-    def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+    def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, GroupOffset | None]:
         self.committed_calls += 1
-        return {tp: self.group.get(tp) for tp in tps}
+        return {
+            tp: GroupOffset(self.group[tp], self.marks.get(tp, "")) if tp in self.group else None
+            for tp in tps
+        }
 
     def answer(self) -> None:
         waiting, self.waiting = self.waiting, []
-        for offsets, done in waiting:
+        for offsets, done, metadata in waiting:
             if self.reject is None:
                 self.group.update(offsets)
+                self.marks.update(metadata)
             done(offsets, self.reject)  # type: ignore[operator]
 
     def poll(self, timeout_s: float) -> None:
@@ -95,6 +103,49 @@ def test_on_checkpoint_commits_each_completed_batch_once_and_counts() -> None:
     assert c.metrics.commits_succeeded == 2
     assert c.metrics.commits_failed == 0
     assert c.metrics.committed == {A0: 20, A1: 5}
+
+
+def test_a_recreated_topic_gets_its_new_logs_offsets_committed_and_never_the_old_ones() -> None:
+    """Each commit marks its topic's id. A restart's first batch end comes from the old log (the checkpoint)
+    once discovery shows a new id: not committed. The new log's offsets go to the group although they are
+    below what the group held, and an answer to a commit sent for the old log confirms nothing."""
+    client = FakeClient()
+    c, _ = committer(client)
+    c.topics_now({"a": "OLD"})
+    c.completed({A0: 1000}, {"a": "OLD"})
+    assert client.sent == [{A0: 1000}]
+    c.completed({A0: 1001}, {"a": "OLD"})  # sent, not yet answered: the topic is recreated meanwhile
+    c.topics_now({"a": "NEW"})
+    client.answer()
+    c.completed({A0: 1001}, {"a": "OLD"})  # the old log's end again (a restart's start): never committed
+    c.completed({A0: 300}, {"a": "NEW"})
+    c.tick()
+    assert client.sent[-1] == {A0: 300}
+    assert client.group == {A0: 300}
+    assert CommitMark.from_metadata(client.marks[A0]).topic_id == "NEW"  # type: ignore[union-attr]
+    c.completed({A0: 400}, {"a": "NEW"})
+    assert client.sent[-1] == {A0: 400}
+
+
+def test_a_new_topic_id_in_a_later_batch_is_a_recreated_topic_without_a_discovery() -> None:
+    client = FakeClient()
+    c, _ = committer(client)
+    c.completed({A0: 50}, {"a": "OLD"})
+    c.completed({A0: 7}, {"a": "NEW"})
+    c.tick()
+    assert client.group == {A0: 7}
+
+
+def test_a_group_offset_marked_with_an_earlier_topic_id_is_not_this_runs_floor() -> None:
+    """Learning the group's offsets at its first commit, one committed from the earlier topic of the name
+    (a restart after the recreation) is no commit: the new log's lower offsets are not held back."""
+    client = FakeClient({A0: 1000})
+    client.marks[A0] = CommitMark("r", "h", 1, 0, topic_id="OLD").to_metadata()
+    c, _ = committer(client)
+    c.topics_now({"a": "NEW"})
+    c.completed({A0: 300}, {"a": "NEW"})
+    c.tick()
+    assert client.group == {A0: 300}
 
 
 def test_disabled_never_creates_a_client() -> None:

@@ -20,7 +20,7 @@ from sparkafka.source.data_loss import Loss, find_losses, next_positions, report
 from sparkafka.source.options import Subscription, parse_source_options
 from sparkafka.source.planning import PLAN_KEY, Discovery, offsets_from_json, offsets_to_json
 from sparkafka.source.reader import KafkaStreamReader
-from sparkafka.structs import TopicPartition
+from sparkafka.structs import GroupOffset, TopicPartition
 
 T0, T1, U0 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
 OLD_ID, NEW_ID = "kWX4Zf0pTqKxq7VYZ8nZ6A", "Qm1lL0hCR3aJr2tN5wA1xg"
@@ -68,7 +68,9 @@ class Cluster:
     def for_timestamp(self, tps: Iterable[TopicPartition], timestamp_ms: int) -> Offsets:
         return dict.fromkeys(tps, -1)
 
-    def committed(self, group_id: str, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+    def group_commits(
+        self, group_id: str, tps: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, GroupOffset | None]:
         return dict.fromkeys(tps)
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 import pytest
@@ -7,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkafka.errors import ConfigError
+from sparkafka.source.commits import CommitMark
 from sparkafka.source.options import Subscription, parse_source_options
 from sparkafka.source.planning import (
     Offsets,
@@ -20,7 +22,7 @@ from sparkafka.source.planning import (
     split_ranges,
     topic_ids_from_json,
 )
-from sparkafka.structs import TopicPartition
+from sparkafka.structs import GroupOffset, TopicPartition
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 
@@ -31,7 +33,8 @@ class FakeMetadata:
     def __init__(self) -> None:
         self.logs = {A0: (5, 50), A1: (0, 10), B0: (0, 0)}
         self.timestamps = {A0: [(5, 1000), (20, 2000), (40, 3000)], A1: [(0, 1500)], B0: []}
-        self.group: dict[TopicPartition, int | None] = {A0: 30}
+        self.group: dict[TopicPartition, int | tuple[int, str] | None] = {A0: 30}
+        """Commits: an offset, or (offset, metadata)."""
 
     def partitions(self, subscription: Subscription) -> set[TopicPartition]:
         return {tp for tp in self.logs if subscription.matches(tp.topic)}
@@ -49,8 +52,14 @@ class FakeMetadata:
             out[tp] = hits[0] if hits else -1
         return out
 
-    def committed(self, group_id: str, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
-        return {tp: self.group.get(tp) for tp in tps}
+    def group_commits(
+        self, group_id: str, tps: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, GroupOffset | None]:
+        commits = {tp: self.group.get(tp) for tp in tps}
+        return {
+            tp: None if c is None else GroupOffset(*c) if isinstance(c, tuple) else GroupOffset(c)
+            for tp, c in commits.items()
+        }
 
 
 ALL = {A0, A1, B0}
@@ -71,6 +80,34 @@ def test_group_offsets_fall_back_to_auto_offset_reset() -> None:
     assert startup(**{"kafka.group.id": "g", "kafka.auto.offset.reset": "earliest"}) == {A0: 30, A1: 0, B0: 0}
     with pytest.raises(ConfigError, match="no committed offset for a-1, b-0"):
         startup(**{"kafka.group.id": "g", "kafka.auto.offset.reset": "error"})
+
+
+def test_a_group_commit_from_an_earlier_topic_of_the_name_is_no_commit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A sparkafka commit marks the topic id its offsets were read from: the topic recreated since (another
+    id now), its offsets mean nothing in the new log and ``kafka.auto.offset.reset`` decides. Commits with
+    no mark (another client's) or of the same id are used."""
+    opts = parse_source_options(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "subscribe": "a,b",
+            "kafka.group.id": "g",
+            "kafka.auto.offset.reset": "earliest",
+        }
+    )
+    meta = FakeMetadata()
+    old = CommitMark("r", "h", 1, 0, topic_id="OLD").to_metadata()
+    meta.group = {
+        A0: (30, old),
+        A1: (8, CommitMark("r", "h", 1, 0, topic_id="NEW").to_metadata()),
+        B0: (4, ""),
+    }
+    with caplog.at_level(logging.WARNING):
+        got = resolve_startup(opts, meta, ALL, {"a": "NEW", "b": "B"})
+    assert got == {A0: 5, A1: 8, B0: 4}
+    assert "group 'g''s offsets for a-0 were committed from an earlier topic" in caplog.text
+    assert resolve_startup(opts, meta, ALL) == {A0: 30, A1: 8, B0: 4}  # no ids known: taken as they are
 
 
 def test_specific_offsets_fall_back_to_group() -> None:
