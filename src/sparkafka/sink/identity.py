@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sparkafka.client.conf import against_servers
@@ -17,9 +17,48 @@ from sparkafka.client.core import new_producer
 from sparkafka.client.security import Access, denied_by
 from sparkafka.errors import TransactionError
 
-__all__ = ["open_transactional_producer", "parse_acquired_pid"]
+__all__ = [
+    "PROVEN_LIBRDKAFKA",
+    "check_transaction_protocol",
+    "open_transactional_producer",
+    "parse_acquired_pid",
+]
 
 _ACQUIRED = re.compile(r"Acquired PID\{Id:(\d+),Epoch:(\d+)\}")
+
+PROVEN_LIBRDKAFKA = (2, 16)
+"""The librdkafka line (major, minor) the exactly-once sink is proven with, and pinned to (pyproject.toml).
+
+The driver finishes a task's transaction from another process by (producer id, epoch) with EndTxn below v5,
+which makes the broker run it under transaction version 1 (KIP-890 part 1). A librdkafka that adopts
+transaction version 2 (Produce v12+, EndTxn v5+: no release up to 2.16 does) would have the broker end
+transactions with an epoch bump of their own, and the driver's EndTxn answers would stop saying what became
+of them (``txn_control.classify``). librdkafka tells no Python caller which request versions it sends, so
+the line is checked instead: a newer one is refused until it is proven (``check_transaction_protocol``)."""
+
+
+def check_transaction_protocol(libversion: Callable[[], tuple[str, int]] | None = None) -> str | None:
+    """The sentence refusing exactly once with this process's librdkafka, or None when it is proven.
+
+    Runs where exactly once starts (the sink's options, on the driver) and where its producers are made
+    (each task): an executor may have another confluent-kafka than the driver. ``libversion`` is
+    confluent-kafka's (injectable for tests): ``("2.16.0", 0x021000ff)``.
+    """
+    if libversion is None:
+        import confluent_kafka
+
+        libversion = confluent_kafka.libversion
+    text, number = libversion()
+    line = (number >> 24 & 0xFF, number >> 16 & 0xFF)
+    if line == PROVEN_LIBRDKAFKA:
+        return None
+    proven = ".".join(map(str, PROVEN_LIBRDKAFKA))
+    return (
+        f"deliveryGuarantee=exactly_once is proven with librdkafka {proven} (confluent-kafka {proven}.x), "
+        f"and this Python has librdkafka {text}: another line may speak Kafka's transaction version 2 "
+        "(KIP-890), under which the driver cannot finish its tasks' transactions. Install "
+        f"'confluent-kafka=={proven}.*' (sparkafka's own requirement)"
+    )
 
 
 def parse_acquired_pid(lines: Iterable[str]) -> tuple[int, int] | None:
@@ -68,6 +107,9 @@ def open_transactional_producer(
         AuthorizationError: the user may not WRITE the transactional id (named with its prefix).
         TransactionError: when the transactions cannot be initialised or the pid cannot be learned.
     """
+    unproven = check_transaction_protocol()
+    if unproven is not None:
+        raise TransactionError(unproven)
     capture = _Capture()
     given = conf.get("logger")
     # A sink task's producer brings its logger (``sink.delivery``: the implicit-ack tripwire), which keeps

@@ -17,6 +17,7 @@ from sparkafka.client.conf import (
 from sparkafka.errors import ConfigError
 from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS, Option, OptionReader, names
 from sparkafka.sink.delivery import check_in_flight
+from sparkafka.sink.identity import check_transaction_protocol
 
 __all__ = [
     "SINK_KAFKA_SETTINGS",
@@ -196,6 +197,9 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
             raise ConfigError(
                 f"option transactionalIdPrefix={prefix!r} may only hold letters, digits, '.', '_' and '-'"
             )
+        refusal = check_transaction_protocol()
+        if refusal is not None:
+            raise ConfigError(refusal)
         check_kafka_python_config(kafka)  # the driver commits through kafka-python: same security settings
         timeout = kafka.setdefault("transaction.timeout.ms", str(DEFAULT_TRANSACTION_TIMEOUT_MS))
         if not timeout.isdigit() or int(timeout) <= 0:
