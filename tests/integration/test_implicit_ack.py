@@ -23,17 +23,15 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from sparkafka.client.core import close_all
 from sparkafka.errors import ConfigError, DeliveryError
 from sparkafka.sink.options import InputColumns, parse_sink_options
 from sparkafka.sink.task import write_task
 from sparkafka.sink.twophase import TwoPhaseCommitter
 from tests.support.kafka import Kafka
 from tests.support.kafka_proxy import ProxiedKafka, Rule, first_produce_per_partition, pipelined
-from tests.support.plugin import TEST_BROKER_CONFIG
 from tests.support.wait import wait_until
 
-pytestmark = pytest.mark.xdist_group("proxied-kafka")  # one proxied broker for the module
+pytestmark = pytest.mark.xdist_group("proxied-kafka")  # one test process starts the proxied broker
 
 RECORDS = 2_000
 PARTITIONS = 3
@@ -41,11 +39,9 @@ SMALL_BATCHES = {"kafka.batch.num.messages": "1", "kafka.linger.ms": "0"}
 """The settings of the reproduction in the issue: a request per record, sent as soon as it is made."""
 
 
-@pytest.fixture(scope="module")
-def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxiedKafka]:
-    with ProxiedKafka(data_dir=tmp_path_factory.mktemp("proxied"), config=TEST_BROKER_CONFIG) as broker:
-        yield broker
-        close_all()  # this process's cached clients of the proxied broker go before it does
+@pytest.fixture
+def proxied(proxied_kafka: ProxiedKafka) -> ProxiedKafka:
+    return proxied_kafka
 
 
 @pytest.fixture

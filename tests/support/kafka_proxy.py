@@ -301,7 +301,7 @@ class _Connection:
                 self._owe(_Slot(request, request.at + rule.delay_s, answer, rule.release))
                 continue
             if rule is not None and rule.action == "delay":
-                time.sleep(rule.delay_s)
+                self._hold(request, request.at + rule.delay_s, rule.release)
             if request.expects_response():
                 slow = rule is not None and rule.action == "slow"
                 ready_at = request.at + rule.delay_s if rule is not None and slow else 0.0
@@ -310,6 +310,10 @@ class _Connection:
                 self.upstream.sendall(struct.pack(">i", len(frame)) + frame)
             except OSError:
                 break
+        # The client is gone: the broker's connection stays until it answered what was forwarded (closing it
+        # with an answer unread would reset it, and could drop a request the broker had not read yet).
+        with self.cond:
+            self.cond.wait_for(lambda: self.closed or not self.slots, timeout=10)
         self.close()
 
     def _owe(self, slot: _Slot) -> None:
@@ -362,10 +366,18 @@ class _Connection:
                 return
 
     def _wait_until_due(self, slot: _Slot) -> None:
-        """Until ``slot.ready_at``, or until its ``release`` holds (asked every 5 ms)."""
-        while not self.closed:
-            wait = slot.ready_at - time.monotonic()
-            if wait <= 0 or (slot.release is not None and slot.release(self.proxy, slot.request)):
+        self._hold(slot.request, slot.ready_at, slot.release)
+
+    def _hold(
+        self, request: Request, until: float, release: Callable[[KafkaProxy, Request], bool] | None
+    ) -> None:
+        """Until ``until`` (monotonic), or until ``release`` holds (asked every 5 ms), or the proxy stops.
+
+        Not when the client goes away: a request it sent still reaches the broker (one the broker had
+        queued, or the network held, is carried out after its client gave up)."""
+        while self.proxy.running:
+            wait = until - time.monotonic()
+            if wait <= 0 or (release is not None and release(self.proxy, request)):
                 return
             time.sleep(min(wait, 0.005))
 
@@ -421,6 +433,11 @@ class KafkaProxy:
                 thread.join(5)
         if self._acceptor is not None:
             self._acceptor.join(5)
+
+    @property
+    def running(self) -> bool:
+        """Whether the proxy listens (held requests and answers go on waiting while it does)."""
+        return self._server is not None
 
     def add(self, rule: Rule) -> Rule:
         """Apply ``rule`` from now on (after the rules added before it); returns it."""

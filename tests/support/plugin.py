@@ -77,6 +77,19 @@ def kafka_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
 
 
 @pytest.fixture(scope="session")
+def proxied_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One Apache Kafka node behind the fault-injecting protocol proxy (``tests/support/kafka_proxy.py``):
+    every client, the broker's own marker requests included, goes through ``proxied_kafka.proxy``. Started
+    by the first test that asks for it; tests that do share ``pytest.mark.xdist_group("proxied-kafka")``, so
+    one test process starts it. Each test clears the rules it added (``proxy.clear()``)."""
+    from tests.support.kafka_proxy import ProxiedKafka
+
+    with ProxiedKafka(data_dir=tmp_path_factory.mktemp("proxied"), config=TEST_BROKER_CONFIG) as broker:
+        yield broker
+        close_all()  # this process's cached clients, of this broker too, go before it does
+
+
+@pytest.fixture(scope="session")
 def tansu_conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """librdkafka settings for an embedded tansu: for tests of tansu itself and of ``broker_gaps``."""
     log_path = tmp_path_factory.mktemp("tansu") / "tansu.log"

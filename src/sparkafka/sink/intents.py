@@ -18,6 +18,17 @@ Record states (``BatchState``), each record the newest state of one query, keyed
 
 The log stays bounded: a streaming query overwrites its own key every batch (compaction keeps one record
 per query), and a batch write's key is deleted (a tombstone) once the job is done or abandoned.
+
+**A record can land late.** Appends go through a plain producer, and one the driver gave up on (a flush that
+timed out, a read-back that did not find it: the batch failed) can still be carried out after later records
+(a request the broker had queued, or the network held). So folding does not take the last record of a query
+as its state, but the greatest by ``IntentRecord.order``: a later batch over an earlier one, within a batch
+a later commit attempt (``attempt``, which each writer makes greater than the one it read) over an earlier
+one, and an attempt's outcome over its intent. Measured before (``tests/integration/
+test_intent_log_faults.py``): an intent held by the network until the batch's replay had committed was
+taken as pending, resolved as ``abandoned``, and the batch's next replay wrote its rows twice. Compaction
+keeps a key's last record whatever it says, so a writer that finds a query's last record ignored writes the
+query's state again (``LogState.shadowed``, ``TwoPhaseCommitter.recover``).
 """
 
 from __future__ import annotations
@@ -117,6 +128,18 @@ class IntentRecord:
     too_old: tuple[int, int] | None = None
     """``abandoned`` because the batch was too old to commit: (its oldest transaction's age, the
     ``transaction.timeout.ms`` it had), in ms. Nothing of it is visible; its replay has the same rows."""
+    attempt: int = 0
+    """Which commit attempt of the batch this record is of: the wall-clock ms its intent (or refusal) was
+    decided, made greater than the attempt of the query's record the writer read. An attempt's outcome
+    records carry its intent's. Records written before it existed read it as ``at_ms``."""
+
+    def order(self) -> tuple[int, int, int]:
+        """What folding compares within one query: (batch, attempt, 0 for an intent and 1 for an outcome).
+
+        A record is the query's state when it is at least the greatest seen before it (at least: an outcome
+        repeated by a recovery, or written again by ``TwoPhaseCommitter.recover``, replaces its equal).
+        """
+        return (self.batch_id, self.attempt or self.at_ms, 0 if self.state == "intent" else 1)
 
     def key(self) -> bytes:
         """The record's Kafka key: the query id, or ``#claim`` for a claim."""
@@ -136,6 +159,8 @@ class IntentRecord:
         }
         if self.too_old is not None:
             data["old"] = list(self.too_old)
+        if self.attempt:
+            data["att"] = self.attempt
         return json.dumps(data, sort_keys=True).encode()
 
     @classmethod
@@ -155,6 +180,7 @@ class IntentRecord:
             streaming=bool(data.get("streaming", True)),
             at_ms=int(data.get("at", 0)),
             too_old=(int(data["old"][0]), int(data["old"][1])) if data.get("old") else None,
+            attempt=int(data.get("att", 0)),
         )
 
     def with_state(self, state: BatchState, **changes: Any) -> IntentRecord:
@@ -168,10 +194,13 @@ class LogState:
 
     latest: dict[str, IntentRecord] = field(default_factory=dict)
     tids_in_use: int = 0
+    shadowed: set[str] = field(default_factory=set)
+    """Queries whose last record in the log is one folding ignored (it landed late): compaction would keep
+    that one, so their state is to be written again."""
 
     def copy(self) -> LogState:
         """A copy whose ``latest`` can be changed without changing this one (records are immutable)."""
-        return LogState(dict(self.latest), self.tids_in_use)
+        return LogState(dict(self.latest), self.tids_in_use, set(self.shadowed))
 
     @property
     def pending(self) -> list[IntentRecord]:
@@ -201,7 +230,9 @@ def fold(
 ) -> LogState:
     """The state after ``(key, record)`` pairs in log order; a ``None`` record is a tombstone for its key.
 
-    With ``state`` (changed in place and returned), the records are those that follow what it folded.
+    A query's state is its greatest record by ``IntentRecord.order``, not its last: a record below the one
+    folded before it landed late and is ignored, its ``tids_in_use`` too (see the module docstring). With
+    ``state`` (changed in place and returned), the records are those that follow what it folded.
     """
     state = LogState() if state is None else state
     for key, record in records:
@@ -210,10 +241,25 @@ def fold(
         if record is None:
             if key is not None:
                 state.latest.pop(key.decode(), None)
+                state.shadowed.discard(key.decode())
             continue
         if record.state == "claim":
             state.tids_in_use = max(state.tids_in_use, record.tids_in_use)
             continue
+        current = state.latest.get(record.query_id)
+        if current is not None and record.order() < current.order():
+            log.warning(
+                "ignoring a commit-intent record that landed late: %s of batch %d of query %s (the query's "
+                "state is %s of batch %d)",
+                record.state,
+                record.batch_id,
+                record.query_id,
+                current.state,
+                current.batch_id,
+            )
+            state.shadowed.add(record.query_id)
+            continue
+        state.shadowed.discard(record.query_id)
         state.tids_in_use = record.tids_in_use
         state.latest[record.query_id] = record
     return state

@@ -208,9 +208,26 @@ class TwoPhaseCommitter:
                 if record.state != "done":
                     log.error("%s", self._unfinished(record))
                 state.latest[intent.query_id] = record
+                state.shadowed.discard(intent.query_id)
+            self._rewrite_shadowed(state)
             return state
         finally:
             self._ender.close()
+
+    def _rewrite_shadowed(self, state: LogState) -> None:
+        """Append again the state of each query whose last record in the log landed late and is ignored
+        (``LogState.shadowed``): compaction keeps a key's last record, which would then be the stale one."""
+        for query_id in sorted(state.shadowed):
+            record = state.latest.get(query_id)
+            if record is not None:
+                log.warning(
+                    "writing the state of query %s again (%s of batch %d): a record that landed late is last",
+                    query_id,
+                    record.state,
+                    record.batch_id,
+                )
+                self._store.append(record)
+            state.shadowed.discard(query_id)
 
     def check_owner(self, state: LogState, query_id: str) -> None:
         """Refuse a writer for ``query_id`` on a prefix a different, live streaming query owns.
@@ -280,6 +297,9 @@ class TwoPhaseCommitter:
                 handles = self._skip_committed(query_id, batch_id, committed, results)
             tids = len(results)
             positioned = self._evidence.mark_positions(handles)  # before the age check: it takes time
+            now = self._clock()
+            before = state.latest.get(query_id)  # this attempt is after whatever the log says was before
+            attempt = max(now, before.order()[1] + 1) if before is not None else now
             intent = IntentRecord(
                 query_id,
                 batch_id,
@@ -288,7 +308,8 @@ class TwoPhaseCommitter:
                 max(tids, state.tids_in_use),
                 committed,
                 streaming,
-                self._clock(),
+                now,
+                attempt=attempt,
             )
             self._refuse_if_old(intent, [r for r in results if r.handle in handles])
             self._append_intent(intent)

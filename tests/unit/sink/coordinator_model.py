@@ -209,9 +209,17 @@ class MemoryLog:
 
     def __init__(self) -> None:
         self.entries: list[tuple[bytes | None, IntentRecord | None]] = []
-        self.fail_next: str | None = None  # "lost" (not stored) or "landed" (stored all the same)
+        self.fail_next: str | None = None
+        """"lost" (not stored), "landed" (stored all the same) or "held" (stored when ``land_held`` says: a
+        request the network or the broker held past its client's time-out)."""
+        self.held: list[IntentRecord] = []
         self.reads = 0
         self.forgotten_tasks: list[tuple[str, int]] = []
+
+    def land_held(self) -> None:
+        """The held appends are carried out now, after whatever was appended since."""
+        held, self.held = self.held, []
+        self.entries.extend((r.key(), r) for r in held)
 
     def read(self) -> LogState:
         self.reads += 1
@@ -219,7 +227,9 @@ class MemoryLog:
 
     def append(self, record: IntentRecord) -> None:
         failure, self.fail_next = self.fail_next, None
-        if failure != "lost":
+        if failure == "held":
+            self.held.append(record)
+        elif failure != "lost":
             self.entries.append((record.key(), record))
         if failure:
             raise IntentWriteError("writing to the intent log timed out", ambiguous=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -213,6 +214,38 @@ def test_fold_keeps_each_querys_newest_record_and_the_ids_in_use() -> None:
     assert state.tids_in_use == 3
     records = [IntentRecord("q", b, s, (), 1) for b in range(3) for s in ("intent", "done")]
     assert fold(keyed(records)).pending == []  # type: ignore[arg-type]
+
+
+def test_fold_takes_a_querys_greatest_record_not_its_last_and_marks_a_late_one() -> None:
+    """A record below the query's state (an earlier batch, an earlier attempt of the batch, an attempt's
+    intent after its outcome) landed late: ignored, its ids in use too, and the query marked shadowed
+    until a record at least as great follows (the state written again)."""
+    done = IntentRecord("q", 1, "done", (), 2, attempt=20)
+    late = [
+        IntentRecord("q", 0, "done", (), 5, attempt=30),
+        IntentRecord("q", 1, "intent", (H1,), 5, attempt=10),
+        IntentRecord("q", 1, "intent", (H1,), 5, attempt=20),
+        IntentRecord("q", 1, "partial", (H1,), 5, (H2,), attempt=19),
+    ]
+    for stale in late:
+        state = fold(keyed([IntentRecord("q", 1, "intent", (H2,), 2, attempt=20), done, stale]))
+        assert state.latest["q"] == done
+        assert state.tids_in_use == 2
+        assert state.shadowed == {"q"}
+        assert fold(keyed([done, stale, done])).shadowed == set()
+    replay = IntentRecord("q", 1, "intent", (H1,), 2, attempt=21)  # a replay after a partial outcome
+    assert (
+        fold(keyed([IntentRecord("q", 1, "partial", (H1,), 2, (H2,), attempt=20), replay])).latest["q"]
+        == replay
+    )
+    old = [IntentRecord("q", 1, "intent", (H1,), 2, at_ms=5), IntentRecord("q", 1, "done", (), 2, at_ms=6)]
+    assert fold(keyed(old)).latest["q"].state == "done"  # records without an attempt: by their time
+
+
+def test_an_attempt_survives_the_logs_json() -> None:
+    record = IntentRecord("q", 1, "intent", (H1,), 2, at_ms=5, attempt=9)
+    assert IntentRecord.from_json(record.to_json()) == record
+    assert IntentRecord.from_json(replace(record, attempt=0).to_json()).order() == (1, 5, 0)
 
 
 def test_partial_and_abandoned_batches_are_not_done_and_not_pending() -> None:

@@ -537,3 +537,44 @@ def test_the_commands_an_error_names_take_the_secured_settings_from_a_file() -> 
     assert cli_connection({"bootstrap.servers": "b:9092"}) == "--bootstrap-servers b:9092"
     secured = {"bootstrap.servers": "b:9093", "security.protocol": "SASL_SSL", "sasl.password": "pw"}
     assert cli_connection(secured) == "--bootstrap-servers b:9093 --command-config FILE"
+
+
+LANDINGS = ("before_the_replay", "after_the_replays_intent", "after_the_replay", "after_the_next_batch")
+
+
+@pytest.mark.parametrize("lands", LANDINGS)
+def test_an_intent_append_held_past_its_time_out_changes_nothing_wherever_it_lands(lands: str) -> None:
+    """A batch's intent append times out and is not found (the batch fails), but the network holds it and
+    it is carried out later: before the replay's writer reads the log, between the replay's intent and its
+    EndTxns, after the replay committed, or after the next batch. Then Spark replays the batch once more
+    (a driver that died before its commit log) and runs the next: every row once, the log's state the
+    newest batch's, and its last record of the query the state itself (what compaction keeps)."""
+    world = World(timeout_ms=TIMEOUT)
+    run_batch(world, Q, 0)
+    world.make_writer(Q)
+    first = world.run_tasks(rows_of(1))
+    world.log.fail_next = "held"
+    with pytest.raises(TransactionError, match="its commit intent could not be confirmed"):
+        world.sink_runner_commit(Q, 1, first)
+    if lands == "before_the_replay":
+        world.log.land_held()
+
+    def land_after_intent(name: str) -> None:
+        if name == "after_intent" and lands == "after_the_replays_intent":
+            world.log.land_held()
+
+    world.make_writer(Q)
+    world.sink_runner_commit(Q, 1, world.run_tasks(rows_of(1)), faults=land_after_intent)
+    if lands == "after_the_replay":
+        world.log.land_held()
+    run_batch(world, Q, 1)  # Spark's replay of a batch the sink had committed: aborted, not written
+    run_batch(world, Q, 2)
+    if lands == "after_the_next_batch":
+        world.log.land_held()
+    state = world.make_writer(Q)
+    assert Counter(world.coordinator.visible) == flat(rows_of(0)) + flat(rows_of(1)) + flat(rows_of(2))
+    assert state.latest[Q].batch_id == 2
+    assert state.latest[Q].state == "done"
+    last = [r for k, r in world.log.entries if k == Q.encode()][-1]
+    assert last is not None
+    assert (last.batch_id, last.state) == (2, "done")
