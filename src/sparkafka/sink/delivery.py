@@ -22,8 +22,10 @@ records are lost and nothing says so. Two defences, each enough where the other 
    id and per transaction, none per request) into a private logger, and an implicit ack seen there fails
    the task when it flushes, before its transaction can be committed (exactly once: the transaction is
    aborted and nothing of it is visible; at least once: Spark's retry writes the rows again). librdkafka
-   queues the log line before the delivery report of the records it names, and ``flush()`` returns only
-   once both queues are served, so a flush that returns has seen every such line.
+   queues the line before it lets go of the records it names; ``flush()`` may return in between (it reads
+   its queue's length, then the records left), so one ``poll(0)`` after it serves the line
+   (``sink.task._flush``). The logger is a ``TripwireLogger``: no ``logging.disable`` in the worker can
+   switch the tripwire off.
 
 ``docs/exactly-once.md`` lists these assumptions with the test that proves each
 (``tests/integration/test_implicit_ack.py``, through ``tests/support/kafka_proxy.py``).
@@ -32,6 +34,7 @@ records are lost and nothing says so. Two defences, each enough where the other 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,7 +45,9 @@ from sparkafka.errors import AuthorizationError, BrokerError, ConfigError, Deliv
 __all__ = [
     "IN_FLIGHT_SETTINGS",
     "Deliveries",
+    "TripwireLogger",
     "check_in_flight",
+    "librdkafka_int",
     "producer_settings",
 ]
 
@@ -118,35 +123,55 @@ class Deliveries:
         return None
 
 
+class TripwireLogger(logging.Logger):
+    """A private logger (not in the logging tree) that takes every record it is given.
+
+    librdkafka's lines reach it through confluent-kafka's ``logger.log(level, ...)``, which asks
+    ``isEnabledFor`` first; a ``logging.disable()`` in the Python worker (user code silencing libraries)
+    would otherwise drop the implicit-ack line and the "Acquired PID" line ``sink.identity`` reads.
+    """
+
+    def isEnabledFor(self, level: int) -> bool:
+        """Always: what this logger is given is read by its handlers, not shown by it."""
+        return True
+
+
 class _Tripwire(logging.Handler):
-    """Hands librdkafka's implicit-ack lines to ``Deliveries``, and its errors to ``sparkafka.librdkafka``'s
-    handlers (the rate limit already ran on this producer's logger).
+    """Hands librdkafka's implicit-ack lines to ``Deliveries``, and its other lines from ``forward_from`` up
+    to ``sparkafka.librdkafka``'s handlers (the rate limit already ran on this producer's logger).
 
-    Its warnings stay here: they are retries the producer rides out (NOT_COORDINATOR while a new
-    transaction coordinator loads, a reconnect), and what it cannot ride out fails the task in one sentence
-    (``Deliveries.failure``, the transaction calls). Before this handler, a transactional producer's log went
-    nowhere at all."""
+    A transactional producer's warnings stay here (``forward_from`` ERROR): they are retries it rides out
+    (NOT_COORDINATOR while a new transaction coordinator loads, a reconnect), and what it cannot ride out
+    fails the task in one sentence. A plain producer's warnings go on as before (WARNING), and with a
+    ``kafka.debug`` the user set, everything does (DEBUG).
+    """
 
-    def __init__(self, deliveries: Deliveries) -> None:
+    def __init__(self, deliveries: Deliveries, forward_from: int) -> None:
         super().__init__(logging.DEBUG)
         self._deliveries = deliveries
+        self._forward_from = forward_from
 
     def emit(self, record: logging.LogRecord) -> None:
         args = record.args
         facility = args[0] if isinstance(args, tuple) and args else None
         if facility == _IMPLICIT_ACK or (facility is None and "implicitly acked" in str(record.msg)):
             self._deliveries.implicit_ack(record.getMessage())
-        elif record.levelno >= logging.ERROR and LIBRDKAFKA_LOG.isEnabledFor(record.levelno):
+        elif record.levelno >= self._forward_from and (
+            self._forward_from == logging.DEBUG or LIBRDKAFKA_LOG.isEnabledFor(record.levelno)
+        ):
             LIBRDKAFKA_LOG.callHandlers(record)
 
 
-def producer_settings(conf: Mapping[str, str], deliveries: Deliveries, name: str) -> dict[str, Any]:
+def producer_settings(
+    conf: Mapping[str, str], deliveries: Deliveries, name: str, transactional: bool = False
+) -> dict[str, Any]:
     """The librdkafka settings of a sink producer: ``conf`` (the sink's ``kafka.*``) with its defaults, its
     delivery callback, the ``eos`` debug context and a private logger named ``name`` (see the module
     docstring).
 
-    The logger is not in the logging tree: debug lines go nowhere but the tripwire, and librdkafka's errors
-    reach ``sparkafka.librdkafka``'s handlers as every client's do.
+    The logger is not in the logging tree: the ``eos`` lines sparkafka adds go nowhere but the tripwire,
+    and librdkafka's warnings (a transactional producer's: its errors) reach ``sparkafka.librdkafka``'s
+    handlers as every client's do; with a ``kafka.debug`` of the user's, every line does.
     """
     settings: dict[str, Any] = dict(conf)
     settings.setdefault("enable.idempotence", "true")
@@ -156,8 +181,9 @@ def producer_settings(conf: Mapping[str, str], deliveries: Deliveries, name: str
     debug = {d.strip() for d in str(settings.get("debug", "")).split(",") if d.strip()}
     if "all" not in debug:
         settings["debug"] = ",".join(sorted(debug | {"eos"}))
-    logger = logging.Logger(f"sparkafka.rdkafka.{name}")
-    logger.addHandler(_Tripwire(deliveries))
+    forward_from = logging.DEBUG if debug else logging.ERROR if transactional else logging.WARNING
+    logger = TripwireLogger(f"sparkafka.rdkafka.{name}")
+    logger.addHandler(_Tripwire(deliveries, forward_from))
     settings["logger"] = logger
     settings["delivery.report.only.error"] = True
     settings["on_delivery"] = deliveries
@@ -165,6 +191,24 @@ def producer_settings(conf: Mapping[str, str], deliveries: Deliveries, name: str
 
 
 _warned: set[str] = set()
+
+_C_INT = re.compile(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+
+
+def librdkafka_int(value: str) -> int | None:
+    """The integer librdkafka reads from ``value``: C's ``strtol(value, &end, 0)`` on its leading digits
+    (``+5``, ``5.0``, ``0x5`` and ``05`` are all 5), None when no digit leads."""
+    match = _C_INT.match(value)
+    if match is None:
+        return None
+    sign, digits = match.groups()
+    if digits.lower().startswith("0x"):
+        number = int(digits, 16)
+    elif digits.startswith("0") and len(digits) > 1:
+        number = int(digits, 8)
+    else:
+        number = int(digits)
+    return -number if sign == "-" else number
 
 
 def check_in_flight(kafka: Mapping[str, str], exactly_once: bool) -> None:
@@ -174,7 +218,8 @@ def check_in_flight(kafka: Mapping[str, str], exactly_once: bool) -> None:
     """
     for key in IN_FLIGHT_SETTINGS:
         value = str(kafka.get(key, "")).strip()
-        if not value.isdigit() or int(value) <= 1:
+        number = librdkafka_int(value)
+        if number is None or number <= 1:
             continue
         if exactly_once:
             raise ConfigError(

@@ -16,6 +16,7 @@ from sparkafka.client.conf import against_servers
 from sparkafka.client.core import new_producer
 from sparkafka.client.security import Access, denied_by
 from sparkafka.errors import TransactionError
+from sparkafka.sink.delivery import TripwireLogger
 
 __all__ = [
     "PROVEN_LIBRDKAFKA",
@@ -117,7 +118,7 @@ def open_transactional_producer(
     logger = (
         given
         if isinstance(given, logging.Logger)
-        else logging.Logger(f"sparkafka.rdkafka.{transactional_id}")
+        else TripwireLogger(f"sparkafka.rdkafka.{transactional_id}")  # no logging.disable() hides the pid
     )
     logger.addHandler(capture)
     settings = dict(conf)
@@ -151,6 +152,4 @@ def open_transactional_producer(
             "librdkafka logged no 'Acquired PID' line (this confluent-kafka version may word it differently)"
         )
     logger.removeHandler(capture)
-    if logger is not given:
-        logger.setLevel(logging.WARNING)  # later debug lines are dropped before any formatting
     return producer, identity[0], identity[1]

@@ -53,13 +53,15 @@ class TaskResult:
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
 
-def _plain_producer(conf: Mapping[str, str]) -> tuple[Any, Deliveries]:
+def _plain_producer(conf: Mapping[str, str], delivery: str) -> tuple[Any, Deliveries]:
+    """The worker process's producer for ``delivery`` (at_least_once or none: one each, so that what a
+    ``none`` sink never flushes does not fail another query's flush)."""
 
     def make() -> tuple[Any, Deliveries]:
         deliveries = Deliveries(conf)
-        return new_producer(producer_settings(conf, deliveries, "sink")), deliveries
+        return new_producer(producer_settings(conf, deliveries, f"sink-{delivery}")), deliveries
 
-    return cached("sink-producer", conf, make, lambda made: made[0].flush(30))
+    return cached(f"sink-producer-{delivery}", conf, make, lambda made: made[0].flush(30))
 
 
 class _Counts:
@@ -204,7 +206,7 @@ def write_task(
     became of the transaction (``sparkafka.sink.outcomes``).
     """
     if options.delivery != "exactly_once":
-        producer, deliveries = _plain_producer(options.kafka)
+        producer, deliveries = _plain_producer(options.kafka, options.delivery)
         count = _Output(producer, options, columns, task).produce_all(batches)
         if options.delivery == "at_least_once":
             _flush(producer, deliveries)
@@ -221,7 +223,7 @@ def write_task(
     deliveries = Deliveries(options.kafka)
     result = TaskResult(task, 0)
     producer, pid, epoch = open_transactional_producer(
-        producer_settings(options.kafka, deliveries, tid),
+        producer_settings(options.kafka, deliveries, tid, transactional=True),
         tid,
         topic=options.topic,
         prefix=options.transactional_id_prefix,
@@ -258,8 +260,12 @@ def write_task(
 
 
 def _flush(producer: Any, deliveries: Deliveries, timeout_s: float = 300.0) -> None:
-    """Flush, then raise what the deliveries said (``Deliveries.failure``): a failed or unproven record."""
+    """Flush, then raise what the deliveries said (``Deliveries.failure``): a failed or unproven record.
+
+    The ``poll(0)`` serves a log line librdkafka queued just before its last record left the queue, which
+    ``flush()`` can return without (``sink.delivery``): an implicit ack is never missed."""
     left = producer.flush(timeout_s)
+    producer.poll(0)
     failure = deliveries.failure(left, timeout_s)
     if failure is not None:
         raise failure

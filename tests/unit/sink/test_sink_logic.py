@@ -345,6 +345,9 @@ def test_broker_rejecting_a_record_as_too_large_fails_the_flush_with_the_fix() -
             self.delivery(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE), Message())
             return 0
 
+        def poll(self, _timeout: float) -> int:
+            return 0
+
     delivery = Deliveries({})
     with pytest.raises(
         BrokerError, match=r"e\.g\. orders-3: .*MSG_SIZE_TOO_LARGE.*topic's max\.message\.bytes"
