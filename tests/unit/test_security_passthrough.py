@@ -117,7 +117,7 @@ def test_executor_clients_get_the_security_settings() -> None:
     from sparkafka.source.fetch import _fetcher
 
     _fetcher(SECURE, "auto")  # the native fetch is plaintext only: SASL_SSL reads with confluent-kafka
-    _plain_producer(SECURE)
+    _plain_producer(SECURE, "at_least_once")
     assert [k for k, _ in built] == ["consumer", "producer"]
     for kind, conf in built:
         _assert_secure(kind, conf)
