@@ -242,6 +242,21 @@ class AdminMetadata:
             out[name] = len(topic.partitions)
         return out
 
+    def cluster_id(self) -> str | None:
+        """The cluster's id (DescribeCluster), asked once per instance; None where the broker gives none.
+
+        Topic ids are the cluster's own: a commit copied from another cluster (MirrorMaker 2's offset sync)
+        names the other cluster's ids, and only this id tells the two apart (``source.commits``).
+        """
+        if not hasattr(self, "_cluster"):
+
+            def attempt(left: float) -> str | None:
+                described = self._admin.describe_cluster(request_timeout=left).result(left)
+                return str(described.cluster_id) if described.cluster_id else None
+
+            self._cluster: str | None = self._retry("describing the cluster", attempt)
+        return self._cluster
+
     def describe_topics(self, names: Iterable[str]) -> dict[str, TopicInfo]:
         """The partition count and id of each topic of ``names`` that exists: one Metadata request.
 

@@ -19,16 +19,20 @@ Record states (``BatchState``), each record the newest state of one query, keyed
 The log stays bounded: a streaming query overwrites its own key every batch (compaction keeps one record
 per query), and a batch write's key is deleted (a tombstone) once the job is done or abandoned.
 
-**A record can land late.** Appends go through a plain producer, and one the driver gave up on (a flush that
-timed out, a read-back that did not find it: the batch failed) can still be carried out after later records
-(a request the broker had queued, or the network held). So folding does not take the last record of a query
-as its state, but the greatest by ``IntentRecord.order``: a later batch over an earlier one, within a batch
-a later commit attempt (``attempt``, which each writer makes greater than the one it read) over an earlier
-one, and an attempt's outcome over its intent. Measured before (``tests/integration/
-test_intent_log_faults.py``): an intent held by the network until the batch's replay had committed was
-taken as pending, resolved as ``abandoned``, and the batch's next replay wrote its rows twice. Compaction
-keeps a key's last record whatever it says, so a writer that finds a query's last record ignored writes the
-query's state again (``LogState.shadowed``, ``TwoPhaseCommitter.recover``).
+**A record can land late, and a writer can decide on an old read.** Appends go through a plain producer,
+and one the driver gave up on (a flush that timed out, a read-back that did not find it: the batch failed)
+can still be carried out after later records (a request the broker had queued, or the network held); a
+driver that stalled (a long pause, a partitioned host) can decide on a log it read before another driver's
+records. So each record names the record of its query it continues (``IntentRecord.base``: the offset of
+the query's state when its writer decided), and folding takes it only if that is still the query's state: a
+compare-and-set on the log's own order, with no clock in it. A record that continues anything else is
+ignored. The writer of an intent checks that nothing of its query came between its read and its append
+(``TwoPhaseCommitter``), so an ignored intent is never rolled forward by anyone. Measured before, folding
+by log order (``tests/integration/test_intent_log_faults.py``): an intent held by the network until the
+batch's replay had committed was read as pending, resolved as ``abandoned``, and the batch's next replay
+wrote its rows twice. Compaction keeps a key's last record whatever it says, so a writer that finds a
+query's last record ignored writes the query's state again (``LogState.shadowed``,
+``TwoPhaseCommitter.recover``). Records written before ``base`` existed are taken in log order, as then.
 """
 
 from __future__ import annotations
@@ -128,18 +132,10 @@ class IntentRecord:
     too_old: tuple[int, int] | None = None
     """``abandoned`` because the batch was too old to commit: (its oldest transaction's age, the
     ``transaction.timeout.ms`` it had), in ms. Nothing of it is visible; its replay has the same rows."""
-    attempt: int = 0
-    """Which commit attempt of the batch this record is of: the wall-clock ms its intent (or refusal) was
-    decided, made greater than the attempt of the query's record the writer read. An attempt's outcome
-    records carry its intent's. Records written before it existed read it as ``at_ms``."""
-
-    def order(self) -> tuple[int, int, int]:
-        """What folding compares within one query: (batch, attempt, 0 for an intent and 1 for an outcome).
-
-        A record is the query's state when it is at least the greatest seen before it (at least: an outcome
-        repeated by a recovery, or written again by ``TwoPhaseCommitter.recover``, replaces its equal).
-        """
-        return (self.batch_id, self.attempt or self.at_ms, 0 if self.state == "intent" else 1)
+    base: int | None = None
+    """The log offset of the query's record this one continues (its writer's read of the query's state;
+    -1: it read none). Folding takes this record only while that record is the query's state. None in
+    records written before it existed (taken in log order)."""
 
     def key(self) -> bytes:
         """The record's Kafka key: the query id, or ``#claim`` for a claim."""
@@ -159,8 +155,8 @@ class IntentRecord:
         }
         if self.too_old is not None:
             data["old"] = list(self.too_old)
-        if self.attempt:
-            data["att"] = self.attempt
+        if self.base is not None:
+            data["base"] = self.base
         return json.dumps(data, sort_keys=True).encode()
 
     @classmethod
@@ -180,7 +176,7 @@ class IntentRecord:
             streaming=bool(data.get("streaming", True)),
             at_ms=int(data.get("at", 0)),
             too_old=(int(data["old"][0]), int(data["old"][1])) if data.get("old") else None,
-            attempt=int(data.get("att", 0)),
+            base=int(data["base"]) if data.get("base") is not None else None,
         )
 
     def with_state(self, state: BatchState, **changes: Any) -> IntentRecord:
@@ -194,13 +190,31 @@ class LogState:
 
     latest: dict[str, IntentRecord] = field(default_factory=dict)
     tids_in_use: int = 0
+    offsets: dict[str, int] = field(default_factory=dict)
+    """The log offset of each query's state (``latest``): what a record continuing it names as ``base``."""
     shadowed: set[str] = field(default_factory=set)
     """Queries whose last record in the log is one folding ignored (it landed late): compaction would keep
     that one, so their state is to be written again."""
+    end: int = 0
+    """The offset folding read up to (the next record's): what a writer decided on."""
 
     def copy(self) -> LogState:
-        """A copy whose ``latest`` can be changed without changing this one (records are immutable)."""
-        return LogState(dict(self.latest), self.tids_in_use, set(self.shadowed))
+        """A copy whose fields can be changed without changing this one (records are immutable)."""
+        return LogState(dict(self.latest), self.tids_in_use, dict(self.offsets), set(self.shadowed), self.end)
+
+    def base(self, query_id: str) -> int:
+        """What a record of ``query_id`` decided on this state names as its ``base``."""
+        return self.offsets.get(query_id, -1)
+
+    def appended(self, record: IntentRecord, offset: int | None) -> None:
+        """``record``, which this process appended at ``offset``, is its query's state now (as a read would
+        fold it: it continues the state); ``end`` moves past it when nothing else came in between."""
+        self.latest[record.query_id] = record
+        self.shadowed.discard(record.query_id)
+        if offset is not None:
+            self.offsets[record.query_id] = offset
+            if offset == self.end:
+                self.end = offset + 1
 
     @property
     def pending(self) -> list[IntentRecord]:
@@ -226,42 +240,50 @@ class LogState:
 
 
 def fold(
-    records: Iterable[tuple[bytes | None, IntentRecord | None]], state: LogState | None = None
+    records: Iterable[tuple[int, bytes | None, IntentRecord | None]], state: LogState | None = None
 ) -> LogState:
-    """The state after ``(key, record)`` pairs in log order; a ``None`` record is a tombstone for its key.
+    """The state after ``(offset, key, record)`` triples in log order; a ``None`` record is a tombstone.
 
-    A query's state is its greatest record by ``IntentRecord.order``, not its last: a record below the one
-    folded before it landed late and is ignored, its ``tids_in_use`` too (see the module docstring). With
-    ``state`` (changed in place and returned), the records are those that follow what it folded.
+    A record of a query is its state when it continues the state (its ``base`` is the state's offset), or
+    when it has no ``base`` (an older version's) or the query has no state (none yet, or compaction and
+    tombstones removed it); anything else landed late or was decided on an old read, and is ignored, its
+    ``tids_in_use`` too (see the module docstring). With ``state`` (changed in place and returned), the
+    records are those that follow what it folded.
     """
     state = LogState() if state is None else state
-    for key, record in records:
+    for offset, key, record in records:
+        state.end = max(state.end, offset + 1)
         if key is not None and key.startswith(WITNESS_PREFIX):
             continue
         if record is None:
             if key is not None:
                 state.latest.pop(key.decode(), None)
+                state.offsets.pop(key.decode(), None)
                 state.shadowed.discard(key.decode())
             continue
         if record.state == "claim":
             state.tids_in_use = max(state.tids_in_use, record.tids_in_use)
             continue
-        current = state.latest.get(record.query_id)
-        if current is not None and record.order() < current.order():
+        query = record.query_id
+        current = state.latest.get(query)
+        if current is not None and record.base is not None and record.base != state.offsets.get(query):
             log.warning(
-                "ignoring a commit-intent record that landed late: %s of batch %d of query %s (the query's "
-                "state is %s of batch %d)",
+                "ignoring a commit-intent record that landed late or was decided on an old read: %s of batch "
+                "%d of query %s at offset %d (the query's state is %s of batch %d at offset %s)",
                 record.state,
                 record.batch_id,
-                record.query_id,
+                query,
+                offset,
                 current.state,
                 current.batch_id,
+                state.offsets.get(query),
             )
-            state.shadowed.add(record.query_id)
+            state.shadowed.add(query)
             continue
-        state.shadowed.discard(record.query_id)
+        state.shadowed.discard(query)
         state.tids_in_use = record.tids_in_use
-        state.latest[record.query_id] = record
+        state.latest[query] = record
+        state.offsets[query] = offset
     return state
 
 
@@ -458,17 +480,19 @@ class IntentLog:
         else:
             start, state = earliest, LogState()
         fold(self._records(start, end, timeout_s), state)
+        state.end = max(state.end, end)
         _folded[key] = _Folded(end, now, state.copy())
         return state
 
     def _records(
         self, start: int, end: int, timeout_s: float
-    ) -> list[tuple[bytes | None, IntentRecord | None]]:
-        """The (key, record) pairs at offsets ``start`` .. ``end - 1`` (compaction may have removed some)."""
+    ) -> list[tuple[int, bytes | None, IntentRecord | None]]:
+        """The (offset, key, record) triples at offsets ``start`` .. ``end - 1`` (compaction may have removed
+        some)."""
         from confluent_kafka import KafkaException
         from confluent_kafka import TopicPartition as CTopicPartition
 
-        records: list[tuple[bytes | None, IntentRecord | None]] = []
+        records: list[tuple[int, bytes | None, IntentRecord | None]] = []
         if end <= start:
             return records
         consumer = new_consumer(
@@ -497,7 +521,7 @@ class IntentLog:
                         continue
                     key, value = msg.key(), msg.value()
                     if key is None or not key.startswith(WITNESS_PREFIX):  # tasks' witnesses: not states
-                        records.append((key, IntentRecord.from_json(value) if value else None))
+                        records.append((msg.offset(), key, IntentRecord.from_json(value) if value else None))
                     position = max(position, msg.offset() + 1)
                 if position < end:  # offsets with no record to show: the markers of tasks' transactions
                     (now,) = consumer.position([CTopicPartition(self.topic, 0)])
@@ -509,13 +533,13 @@ class IntentLog:
     def _where(self) -> str:
         return " " + against_servers(self._conf)
 
-    def append(self, record: IntentRecord) -> None:
-        """Write ``record`` durably (acks=all) before returning.
+    def append(self, record: IntentRecord) -> int:
+        """Write ``record`` durably (acks=all) before returning its offset.
 
         Raises:
             IntentWriteError: ``ambiguous`` when the write timed out (it may still have been stored).
         """
-        self._produce(record.key(), record.to_json(), f"{record.state} of batch {record.batch_id}")
+        return self._produce(record.key(), record.to_json(), f"{record.state} of batch {record.batch_id}")
 
     def forget(self, query_id: str, tasks: Iterable[int] = ()) -> None:
         """Delete a finished batch write's key and its tasks' witness keys (tombstones; compaction drops
@@ -524,7 +548,7 @@ class IntentLog:
         for task in tasks:
             self._produce(witness_key(query_id, task), None, f"the tombstone of {query_id}'s task {task}")
 
-    def _produce(self, key: bytes, value: bytes | None, what: str) -> None:
+    def _produce(self, key: bytes, value: bytes | None, what: str) -> int:
         if self._create:
             self._ensure_topic()
         # Not an idempotent producer: its producer-id handshake costs about 0.5 s per producer on some
@@ -532,13 +556,20 @@ class IntentLog:
         from confluent_kafka import KafkaError
 
         errors: list[Any] = []
+        offsets: list[int] = []
+
+        def delivered(error: Any, message: Any) -> None:
+            errors.append(error)
+            if error is None:
+                offsets.append(message.offset())
+
         settings = {**self._conf, "enable.idempotence": "false", "acks": "all", "linger.ms": "0"}
         producer = new_producer(settings)
-        producer.produce(self.topic, value, key=key, on_delivery=lambda e, _m: errors.append(e))
+        producer.produce(self.topic, value, key=key, on_delivery=delivered)
         left = producer.flush(self._timeout_s)
         failed = [e for e in errors if e is not None]
-        if not left and not failed:
-            return
+        if not left and not failed and offsets:
+            return int(offsets[0])
         for error in failed:
             refusal = denied_by(error, self._conf, Access("WRITE", "topic", self.topic), f"writing {what}")
             if refusal is not None:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from sparkafka.client.security import authenticated
@@ -75,8 +75,9 @@ class IntentStore(Protocol):
         """The log folded: each query's newest record and the transactional ids that may be in use."""
         ...
 
-    def append(self, record: IntentRecord) -> None:
-        """Write ``record`` durably before returning; ``IntentWriteError`` if it may not be written."""
+    def append(self, record: IntentRecord) -> int:
+        """Write ``record`` durably before returning its offset; ``IntentWriteError`` if it may not be
+        written."""
         ...
 
     def forget(self, query_id: str, tasks: Iterable[int] = ()) -> None:
@@ -203,31 +204,44 @@ class TwoPhaseCommitter:
                     intent.query_id,
                     len(intent.handles),
                 )
-                record = self._record_outcome(intent, self._end_all(intent, commit=True))
+                record = self._record_outcome(intent, self._end_all(intent, commit=True), state)
                 self._count(intent.query_id, recovered=1)
                 if record.state != "done":
                     log.error("%s", self._unfinished(record))
-                state.latest[intent.query_id] = record
-                state.shadowed.discard(intent.query_id)
             self._rewrite_shadowed(state)
             return state
         finally:
             self._ender.close()
 
     def _rewrite_shadowed(self, state: LogState) -> None:
-        """Append again the state of each query whose last record in the log landed late and is ignored
-        (``LogState.shadowed``): compaction keeps a key's last record, which would then be the stale one."""
+        """Append again the state of each query whose last record in the log is one folding ignored
+        (``LogState.shadowed``): compaction keeps a key's last record, which would then be the stale one.
+
+        The copy continues the state (its ``base``) and keeps the prefix's ids in use. A failed append is
+        left to the next recovery: it guards against compaction, which takes an hour at least.
+        """
         for query_id in sorted(state.shadowed):
             record = state.latest.get(query_id)
-            if record is not None:
+            if record is None:
+                state.shadowed.discard(query_id)
+                continue
+            again = replace(
+                record,
+                base=state.base(query_id),
+                tids_in_use=max(record.tids_in_use, state.tids_in_use),
+            )
+            log.warning(
+                "writing the state of query %s again (%s of batch %d): a record that landed late is last",
+                query_id,
+                record.state,
+                record.batch_id,
+            )
+            try:
+                state.appended(again, self._store.append(again))
+            except BrokerError as e:
                 log.warning(
-                    "writing the state of query %s again (%s of batch %d): a record that landed late is last",
-                    query_id,
-                    record.state,
-                    record.batch_id,
+                    "could not write the state of query %s again (the next recovery will): %s", query_id, e
                 )
-                self._store.append(record)
-            state.shadowed.discard(query_id)
 
     def check_owner(self, state: LogState, query_id: str) -> None:
         """Refuse a writer for ``query_id`` on a prefix a different, live streaming query owns.
@@ -297,9 +311,6 @@ class TwoPhaseCommitter:
                 handles = self._skip_committed(query_id, batch_id, committed, results)
             tids = len(results)
             positioned = self._evidence.mark_positions(handles)  # before the age check: it takes time
-            now = self._clock()
-            before = state.latest.get(query_id)  # this attempt is after whatever the log says was before
-            attempt = max(now, before.order()[1] + 1) if before is not None else now
             intent = IntentRecord(
                 query_id,
                 batch_id,
@@ -308,18 +319,18 @@ class TwoPhaseCommitter:
                 max(tids, state.tids_in_use),
                 committed,
                 streaming,
-                now,
-                attempt=attempt,
+                self._clock(),
+                base=state.base(query_id),  # it continues what this writer read of the query
             )
             self._refuse_if_old(intent, [r for r in results if r.handle in handles])
-            self._append_intent(intent)
+            self._append_intent(intent, state)
             self._faults("after_intent")
             if handles:
                 self._faults("after_intent_with_records")
             outcomes = self._end_all(intent, commit=True, pause_after_first=True)
             if all(o == "committed" for o in outcomes.values()):
                 self._fence(range(tids, state.tids_in_use))
-                record = self._record_outcome(intent, outcomes, tids_in_use=tids)
+                record = self._record_outcome(intent, outcomes, state, tids_in_use=tids)
                 log.info(
                     "batch %d committed: %d transaction(s), %d record(s)",
                     batch_id,
@@ -328,7 +339,7 @@ class TwoPhaseCommitter:
                 )
                 self._faults("commit_end")
                 return
-            record = self._record_outcome(intent, outcomes)
+            record = self._record_outcome(intent, outcomes, state)
             raise TransactionError(self._unfinished(record))
         finally:
             self._ender.close()
@@ -344,7 +355,7 @@ class TwoPhaseCommitter:
             handles = [r.handle for r in results if r.handle is not None and r.handle not in _IN_DOUBT]
             record = state.record_for(query_id, batch_id) if query_id else None
             if record is not None and record.state == "intent":
-                self._record_outcome(record, self._end_all(record, commit=True))
+                self._record_outcome(record, self._end_all(record, commit=True), state)
                 handles = [h for h in handles if h not in record.handles]
             elif record is not None:
                 handles = [h for h in handles if h not in record.committed]
@@ -362,32 +373,37 @@ class TwoPhaseCommitter:
         the visible rows appear twice.
         """
         try:
-            record = self._store.read().latest.get(query_id)
+            state = self._store.read()
+            self._rewrite_shadowed(state)
+            record = state.latest.get(query_id)
             allowed: dict[str, tuple[ResolveAction, ...]] = {
                 "intent": ("commit", "abort", "mark-done", "rewrite"),
                 "partial": ("mark-done", "rewrite"),
                 "abandoned": ("mark-done",),
             }
             if record is None or action not in allowed.get(record.state, ()):
-                state = "no record" if record is None else f"its batch {record.batch_id} is {record.state}"
+                found = "no record" if record is None else f"its batch {record.batch_id} is {record.state}"
                 choices = ", ".join(allowed.get(record.state, ())) if record else ""
                 raise ConfigError(
-                    f"cannot {action} query {query_id} of prefix {self._prefix!r}: {state}"
+                    f"cannot {action} query {query_id} of prefix {self._prefix!r}: {found}"
                     + (f" (allowed: {choices})" if choices else " (nothing to resolve)")
                 )
             if action in ("commit", "abort"):
-                return self._record_outcome(record, self._end_all(record, commit=action == "commit"))
+                return self._record_outcome(record, self._end_all(record, commit=action == "commit"), state)
             if record.state == "intent":  # outcomes the broker and the data cannot give: the operator's
                 assume: TxnOutcome = "committed" if action == "mark-done" else "aborted"
-                settled = self._record_outcome(record, self._end_all(record, True, assume=assume))
+                settled = self._record_outcome(record, self._end_all(record, True, assume=assume), state)
                 if action == "rewrite" or settled.state == "done":
                     return settled
                 record = settled
+            base = state.base(query_id)  # the operator's decision continues the record it decided on
             if action == "mark-done":
-                done = record.with_state("done", handles=(), at_ms=self._clock())
+                done = record.with_state("done", handles=(), at_ms=self._clock(), base=base)
             else:
-                done = record.with_state("abandoned", handles=(), committed=(), at_ms=self._clock())
-            self._store.append(done)
+                done = record.with_state(
+                    "abandoned", handles=(), committed=(), at_ms=self._clock(), base=base
+                )
+            state.appended(done, self._store.append(done))
             return done
         finally:
             self._ender.close()
@@ -466,9 +482,14 @@ class TwoPhaseCommitter:
         )
 
     def _record_outcome(
-        self, intent: IntentRecord, outcomes: dict[TxnHandle, TxnOutcome], tids_in_use: int | None = None
+        self,
+        intent: IntentRecord,
+        outcomes: dict[TxnHandle, TxnOutcome],
+        log_state: LogState,
+        tids_in_use: int | None = None,
     ) -> IntentRecord:
-        """Append what became of an intent's transactions; a finished batch write's key is deleted."""
+        """Append what became of an intent's transactions (continuing the intent, which is its query's
+        state in ``log_state``, which then holds the outcome); a finished batch write's key is deleted."""
         committed = tuple(h for h in intent.handles if outcomes[h] == "committed")
         aborted = tuple(h for h in intent.handles if outcomes[h] == "aborted")
         visible = intent.committed + committed
@@ -481,14 +502,16 @@ class TwoPhaseCommitter:
             committed=visible,
             at_ms=self._clock(),
             tids_in_use=intent.tids_in_use if tids_in_use is None else tids_in_use,
+            base=log_state.base(intent.query_id),
         )
         if not record.streaming and state != "partial":
             try:
                 self._store.forget(record.query_id, sorted({h.task for h in intent.handles}))
             except BrokerError as e:  # the intent stays pending: a later recovery resolves it again
                 log.warning("could not delete the finished batch write's record: %s", e)
+            log_state.appended(record, None)
         else:
-            self._store.append(record)
+            log_state.appended(record, self._store.append(record))
         self._count(
             intent.query_id,
             batches=int(state == "done"),
@@ -613,20 +636,43 @@ class TwoPhaseCommitter:
             "before restarting"
         )
 
-    def _append_intent(self, intent: IntentRecord) -> None:
-        """Append the intent; on failure read the log back before deciding anything."""
+    def _append_intent(self, intent: IntentRecord, state: LogState) -> None:
+        """Append the intent, decided on ``state`` (which then holds it); on failure read the log back before
+        deciding anything.
+
+        The intent counts only if it continues the query's state (``intents.fold``): when anything came
+        into the log between ``state``'s read and the intent, the log is read again, and an intent that
+        another record of the query came before (a driver that stalled, a record that landed late) fails
+        the batch before any EndTxn, its transactions aborted (no one rolls an ignored intent forward).
+        """
+        query_id, batch_id = intent.query_id, intent.batch_id
         try:
-            self._store.append(intent)
+            offset = self._store.append(intent)
         except IntentWriteError as e:
             failure: Exception = e
         else:
+            if offset != state.end:
+                after = self._store.read()
+                current = after.latest.get(query_id)
+                if after.offsets.get(query_id) != offset and (current is None or current.base != offset):
+                    self._abort_quietly(query_id, intent.handles, "its intent does not count")
+                    raise TransactionError(
+                        f"batch {batch_id} of query {query_id} was not committed: another record of the "
+                        "query came into the commit-intent log between this driver's read and its intent "
+                        "(a driver that stalled, or a record that landed late), so the intent does not "
+                        "count; its transactions were aborted and nothing of the batch is visible. Spark "
+                        "replays the batch on restart"
+                    )
+            state.appended(intent, offset)
             return
         try:
-            found = self._store.read().record_for(intent.query_id, intent.batch_id)
+            read = self._store.read()
         except BrokerError as e:
-            found, failure = None, e
-        if found is not None and found.state == "intent" and set(found.handles) == set(intent.handles):
-            log.warning("the intent of batch %d was written after all (read back)", intent.batch_id)
+            read, failure = None, e
+        found = read.record_for(query_id, batch_id) if read is not None else None
+        if read is not None and found == intent:
+            log.warning("the intent of batch %d was written after all (read back)", batch_id)
+            state.appended(intent, read.offsets[query_id])
             return
         _IN_DOUBT.update(intent.handles)
         raise TransactionError(

@@ -66,13 +66,14 @@ class SourceMetadata(AdminMetadata):
             names = [tp.topic for tp in subscription.partitions] or list(subscription.topics)
         topics = self.describe_topics(t for t in names if t not in KAFKA_INTERNAL_TOPICS)
         ids = {t: info.topic_id for t, info in topics.items() if info.topic_id}
+        cluster = self.cluster_id() if ids else None  # asked once; only topic ids need it
         if subscription.partitions:
             counts = {t: info.partitions for t, info in topics.items()}
             return Discovery(
-                {tp for tp in subscription.partitions if tp.partition < counts.get(tp.topic, 0)}, ids
+                {tp for tp in subscription.partitions if tp.partition < counts.get(tp.topic, 0)}, ids, cluster
             )
         return Discovery(
-            {TopicPartition(t, p) for t, info in topics.items() for p in range(info.partitions)}, ids
+            {TopicPartition(t, p) for t, info in topics.items() for p in range(info.partitions)}, ids, cluster
         )
 
     def scan(

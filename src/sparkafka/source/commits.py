@@ -21,13 +21,17 @@ it runs. Two things keep an operator's reset (``sparkafka offsets reset``) from 
   read and the commit).
 
 Offsets belong to a topic's log, and a topic deleted and created again under its name has a new log (and a
-new topic id) whose offsets start over. So each commit's mark names the topic id its offsets were read from,
-a commit whose mark names another id than the topic has now is no commit at all for it (``offset_of_topic``:
-the start from ``startingOffsets=group`` and this committer's own reading of the group), a completed batch
-read from an earlier topic of the name is never committed, and the new log's offsets are committed even
-where they are below what the group held from the earlier one. Before, a query restarted after its topic was
-recreated committed its checkpoint's end from the old log, and a later start from the group skipped the new
-log's first records (measured: 100 of 800 read).
+new topic id) whose offsets start over. So each commit's mark names the cluster and the topic id its offsets
+were read from; a commit whose mark names this cluster and another id than the topic has now is no commit
+at all for it (``offset_of_topic``: the start from ``startingOffsets=group`` and this committer's own
+reading of the group), while a commit copied from another cluster (MirrorMaker 2's offset sync copies the
+metadata too) is taken as it is. A completed batch read from an earlier topic of the name, or without the
+ids of a topic that has them now, is never committed, and a partition the source moved (a recreated topic,
+a log that ends below the query's position) gets its new offsets committed even below what the group held.
+Topics no longer found (deleted, or no longer subscribed) are forgotten: Kafka deletes a deleted topic's
+offsets from the group, which is no reset. Before, a query restarted after its topic was recreated
+committed its checkpoint's end from the old log, and a later start from the group skipped the new log's
+first records (measured: 100 of 800 read).
 """
 
 from __future__ import annotations
@@ -96,6 +100,8 @@ class CommitMark:
     """Written by the run's last commit, when its query stopped: nothing commits to the group after it."""
     topic_id: str | None = None
     """The id of the topic the offsets were read from (None where the broker gives none)."""
+    cluster: str | None = None
+    """The id of the cluster the offsets were read from (None where the broker gives none)."""
 
     def to_metadata(self) -> str:
         """The commit metadata string (well under Kafka's offset.metadata.max.bytes, 4096)."""
@@ -104,6 +110,8 @@ class CommitMark:
             body["stopped"] = True
         if self.topic_id:
             body["tid"] = self.topic_id
+        if self.cluster:
+            body["cid"] = self.cluster
         return _MARK_PREFIX + json.dumps(body, sort_keys=True, separators=(",", ":"))
 
     @classmethod
@@ -120,22 +128,33 @@ class CommitMark:
                 int(data["at"]),
                 bool(data.get("stopped", False)),
                 str(data["tid"]) if data.get("tid") else None,
+                str(data["cid"]) if data.get("cid") else None,
             )
         except (ValueError, KeyError, TypeError):
             return None
 
 
-def offset_of_topic(commit: GroupOffset | None, topic_id: str | None) -> int | None:
-    """The offset of ``commit`` as a commit of the topic whose id is ``topic_id`` now.
+def offset_of_topic(commit: GroupOffset | None, topic_id: str | None, cluster_id: str | None) -> int | None:
+    """The offset of ``commit`` as a commit of the topic whose id is ``topic_id`` now, on the cluster whose
+    id is ``cluster_id``.
 
-    None when there is no commit, or when its mark names another topic id: it was read from an earlier
-    topic of the same name, deleted since, and its offsets mean nothing in the new log. A commit without a
-    mark (another client's, an older sparkafka's), or a topic whose id is not known, is taken as it is.
+    None when there is no commit, or when its mark names this cluster and another topic id: it was read
+    from an earlier topic of the same name, deleted since, and its offsets mean nothing in the new log. A
+    commit without a mark (another client's, an older sparkafka's), one made on another cluster and copied
+    here (MirrorMaker 2 translates the offset and copies the metadata), or where an id is not known, is
+    taken as it is.
     """
     if commit is None:
         return None
     mark = CommitMark.from_metadata(commit.metadata)
-    if mark is not None and mark.topic_id and topic_id and mark.topic_id != topic_id:
+    if (
+        mark is not None
+        and mark.cluster
+        and mark.cluster == cluster_id
+        and mark.topic_id
+        and topic_id
+        and mark.topic_id != topic_id
+    ):
         return None
     return commit.offset
 
@@ -283,6 +302,9 @@ class OffsetCommitter:
         """Each topic's id now: from the source's discovery (``topics_now``), else its newest batch's."""
         self._discovered: set[str] = set()
         """Topics whose id in ``_ids`` came from a discovery (a batch with another id is older then)."""
+        self._present: set[str] | None = None
+        """The topics the last discovery found (None before one)."""
+        self._cluster: str | None = None
         self._pending: deque[Mapping[TopicPartition, int]] = deque()
         self._last_sent_at: float | None = None
         self._last_failed_at: float | None = None
@@ -302,27 +324,42 @@ class OffsetCommitter:
         """Commits sent and not answered yet."""
         return len(self._pending)
 
-    def topics_now(self, topic_ids: Mapping[str, str]) -> None:
-        """The topics' ids as the source discovered them just now (every discovery).
+    def topics_now(
+        self, topics: Iterable[str], topic_ids: Mapping[str, str], cluster_id: str | None = None
+    ) -> None:
+        """The topics the source discovered just now (every discovery), their ids and the cluster's.
 
-        A topic whose id changed was recreated: what this run knew of its offsets (completed, confirmed)
-        belongs to the old log and is forgotten, so the new log's offsets go to the group even below them.
+        A topic whose id changed was recreated, and one no longer found was deleted (or left the
+        subscription): what this run knew of its offsets (completed, confirmed) belongs to a log that is
+        gone and is forgotten, so a new log's offsets go to the group even below them, and Kafka deleting
+        a deleted topic's offsets from the group is not taken for a reset.
         """
+        self._present = set(topics)
+        self._cluster = cluster_id or self._cluster
+        for topic in {tp.topic for tp in self._target} - self._present:
+            self._forget(topic, "is no longer found")
         for topic, topic_id in topic_ids.items():
             self._set_id(topic, topic_id)
             self._discovered.add(topic)
 
+    def partitions_moved(self, tps: Iterable[TopicPartition]) -> None:
+        """The source moved ``tps`` to another position than its last batch ended at (``data_loss``: a
+        recreated topic, a log that ends below the query's position): their next offsets go to the group
+        even below what it holds."""
+        for tp in tps:
+            self._target.pop(tp, None)
+            if self._confirmed is not None:
+                self._confirmed.pop(tp, None)
+
     def _set_id(self, topic: str, topic_id: str) -> None:
         before = self._ids.get(topic)
         self._ids[topic] = topic_id
-        if before is None or before == topic_id:
-            return
+        if before is not None and before != topic_id:
+            self._forget(topic, f"was recreated (id {topic_id}, before {before})")
+
+    def _forget(self, topic: str, why: str) -> None:
         log.info(
-            "topic %s was recreated (id %s, before %s): group %s gets the new log's offsets from now on",
-            topic,
-            topic_id,
-            before,
-            self.metrics.group_id,
+            "topic %s %s: group %s's offsets of its old log are forgotten", topic, why, self.metrics.group_id
         )
         self._target = {tp: o for tp, o in self._target.items() if tp.topic != topic}
         if self._confirmed is not None:
@@ -343,9 +380,14 @@ class OffsetCommitter:
         stale: set[str] = set()
         for topic in {tp.topic for tp in offsets}:
             batch_id = ids.get(topic)
-            if batch_id is None or batch_id == self._ids.get(topic):
+            if self._present is not None and topic not in self._present:
+                stale.add(topic)  # deleted since the batch was read
+            elif batch_id is None:
+                if topic in self._discovered:  # an end without the ids the topic has now: from what log?
+                    stale.add(topic)
+            elif batch_id == self._ids.get(topic):
                 continue
-            if topic in self._discovered:
+            elif topic in self._discovered:
                 stale.add(topic)
             else:  # batches complete in order: a new id in a later batch means a recreated topic
                 self._set_id(topic, batch_id)
@@ -417,7 +459,7 @@ class OffsetCommitter:
     def _marks(self, offsets: Mapping[TopicPartition, int], mark: CommitMark) -> dict[TopicPartition, str]:
         """Each partition's commit metadata: ``mark``, naming its topic's id."""
         by_topic = {
-            topic: replace(mark, topic_id=self._ids.get(topic)).to_metadata()
+            topic: replace(mark, topic_id=self._ids.get(topic), cluster=self._cluster).to_metadata()
             for topic in {tp.topic for tp in offsets}
         }
         return {tp: by_topic[tp.topic] for tp in offsets}
@@ -488,7 +530,7 @@ class OffsetCommitter:
         except Exception as e:  # noqa: BLE001 - any client error is a failed attempt: counted, retried later
             self._record_failure(f"reading the group's committed offsets failed: {e}", now)
             return None
-        return {tp: offset_of_topic(c, self._ids.get(tp.topic)) for tp, c in commits.items()}
+        return {tp: offset_of_topic(c, self._ids.get(tp.topic), self._cluster) for tp, c in commits.items()}
 
     def _learn_group_offsets(self, now: float) -> bool:
         """Read the group's offsets once, so a restart from an older checkpoint never moves them back."""

@@ -54,6 +54,8 @@ class Discovery(NamedTuple):
     partitions: set[TopicPartition]
     topic_ids: dict[str, str]
     """Kafka's id of each topic (2.8 and later), in its text form; a topic without one is left out."""
+    cluster_id: str | None = None
+    """The cluster's id, where asked (the group-offset checks need it: topic ids are per cluster)."""
 
 
 class KafkaMetadata(Protocol):
@@ -214,18 +216,20 @@ def _group_offsets(
     tps: set[TopicPartition],
     metadata: KafkaMetadata,
     topic_ids: Mapping[str, str] | None = None,
+    cluster_id: str | None = None,
 ) -> Offsets:
     """Flink's GROUP_OFFSETS: committed offsets, else ``kafka.auto.offset.reset``.
 
-    A commit a sparkafka source made from an earlier topic of the same name (its mark names another topic
-    id than ``topic_ids`` gives) is no commit of this topic: its offsets mean nothing in the new log.
+    A commit a sparkafka source made on this cluster from an earlier topic of the same name (its mark names
+    this cluster and another topic id than ``topic_ids`` gives) is no commit of this topic: its offsets
+    mean nothing in the new log. A commit copied from another cluster is taken as it is.
     """
     if not tps:
         return {}
     assert options.group_id is not None
     ids = topic_ids or {}
     commits = metadata.group_commits(options.group_id, tps)
-    committed = {tp: offset_of_topic(commits.get(tp), ids.get(tp.topic)) for tp in tps}
+    committed = {tp: offset_of_topic(commits.get(tp), ids.get(tp.topic), cluster_id) for tp in tps}
     earlier = sorted(tp for tp in tps if commits.get(tp) is not None and committed[tp] is None)
     if earlier:
         log.warning(
@@ -254,15 +258,17 @@ def resolve_startup(
     metadata: KafkaMetadata,
     tps: set[TopicPartition],
     topic_ids: Mapping[str, str] | None = None,
+    cluster_id: str | None = None,
 ) -> Offsets:
     """The first batch's start offsets for a query without a checkpoint, with Flink's fallbacks; the
-    topics' ids (``topic_ids``) tell a group's commits of an earlier topic of the same name apart."""
+    topics' ids (``topic_ids``) and the cluster's tell a group's commits of an earlier topic of the same
+    name apart."""
     if options.startup == "earliest":
         return metadata.earliest(tps)
     if options.startup == "latest":
         return metadata.latest(tps)
     if options.startup == "group":
-        return _group_offsets(options, tps, metadata, topic_ids)
+        return _group_offsets(options, tps, metadata, topic_ids, cluster_id)
     if options.startup == "timestamp":
         assert options.starting_timestamp is not None
         return _starting_by_timestamp(options, metadata, dict.fromkeys(tps, options.starting_timestamp))
@@ -284,7 +290,7 @@ def resolve_startup(
     )
     rest = tps - set(listed)
     if rest:
-        out.update(_group_offsets(options, rest, metadata, topic_ids))
+        out.update(_group_offsets(options, rest, metadata, topic_ids, cluster_id))
     return out
 
 

@@ -267,13 +267,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._known = found
             self._last_discovery = now
             if self.committer is not None:
-                self.committer.topics_now(found.topic_ids)
+                topics = {tp.topic for tp in found.partitions}
+                self.committer.topics_now(topics, found.topic_ids, found.cluster_id)
         assert self._known is not None
         return self._known
 
     def initialOffset(self) -> dict[str, Any]:
         found = self._partitions_now()
-        start = resolve_startup(self._options, self._planner.metadata, found.partitions, found.topic_ids)
+        start = resolve_startup(
+            self._options, self._planner.metadata, found.partitions, found.topic_ids, found.cluster_id
+        )
         return offsets_to_json(start, found.topic_ids)
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -326,6 +329,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._reported_ids = ids
         if moved and self._aligner is not None:
             self._aligner.forget(moved)
+        if moved and committer is not None:
+            committer.partitions_moved(moved)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         latest = self._align(kept, latest, max_rows)
         min_offsets = self._options.min_offsets_per_trigger
@@ -409,7 +414,7 @@ class KafkaBatchReader(DataSourceReader):
         metadata = self._planner.metadata
         found = self._planner.discover_initial()
         tps = found.partitions
-        self._start = resolve_startup(options, metadata, tps, found.topic_ids)
+        self._start = resolve_startup(options, metadata, tps, found.topic_ids, found.cluster_id)
         latest = metadata.latest(tps)
         self._end = ending_offsets(options, metadata, tps, latest)
         for tp, end in self._end.items():

@@ -221,11 +221,15 @@ class MemoryLog:
         held, self.held = self.held, []
         self.entries.extend((r.key(), r) for r in held)
 
+    def triples(self) -> list[tuple[int, bytes | None, IntentRecord | None]]:
+        """The log as (offset, key, record): an entry's offset is its index."""
+        return [(i, key, record) for i, (key, record) in enumerate(self.entries)]
+
     def read(self) -> LogState:
         self.reads += 1
-        return fold(self.entries)
+        return fold(self.triples())
 
-    def append(self, record: IntentRecord) -> None:
+    def append(self, record: IntentRecord) -> int:
         failure, self.fail_next = self.fail_next, None
         if failure == "held":
             self.held.append(record)
@@ -233,6 +237,7 @@ class MemoryLog:
             self.entries.append((record.key(), record))
         if failure:
             raise IntentWriteError("writing to the intent log timed out", ambiguous=True)
+        return len(self.entries) - 1
 
     def forget(self, query_id: str, tasks: Iterable[int] = ()) -> None:
         self.entries.append((query_id.encode(), None))

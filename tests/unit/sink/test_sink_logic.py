@@ -189,8 +189,8 @@ H1 = TxnHandle("p-0", 5, 1, 10, 0)
 H2 = TxnHandle("p-1", 6, 2, 20, 1)
 
 
-def keyed(records: list[IntentRecord]) -> list[tuple[bytes | None, IntentRecord | None]]:
-    return [(r.key(), r) for r in records]
+def keyed(records: list[IntentRecord]) -> list[tuple[int, bytes | None, IntentRecord | None]]:
+    return [(i, r.key(), r) for i, r in enumerate(records)]
 
 
 def test_fold_keeps_each_querys_newest_record_and_the_ids_in_use() -> None:
@@ -216,36 +216,39 @@ def test_fold_keeps_each_querys_newest_record_and_the_ids_in_use() -> None:
     assert fold(keyed(records)).pending == []  # type: ignore[arg-type]
 
 
-def test_fold_takes_a_querys_greatest_record_not_its_last_and_marks_a_late_one() -> None:
-    """A record below the query's state (an earlier batch, an earlier attempt of the batch, an attempt's
-    intent after its outcome) landed late: ignored, its ids in use too, and the query marked shadowed
-    until a record at least as great follows (the state written again)."""
-    done = IntentRecord("q", 1, "done", (), 2, attempt=20)
+def test_fold_takes_a_record_only_while_it_continues_its_querys_state_and_marks_a_late_one() -> None:
+    """A record names the offset of the query's state it was decided on (``base``): one that continues
+    anything else (it landed late, or its writer read an old log) is ignored, its ids in use too, and the
+    query marked shadowed until a record continuing its state follows. Records without a base (an older
+    version's) are taken in log order, as then."""
+    intent = IntentRecord("q", 1, "intent", (H2,), 2, base=-1)  # offset 0
+    done = IntentRecord("q", 1, "done", (), 2, base=0)  # offset 1
     late = [
-        IntentRecord("q", 0, "done", (), 5, attempt=30),
-        IntentRecord("q", 1, "intent", (H1,), 5, attempt=10),
-        IntentRecord("q", 1, "intent", (H1,), 5, attempt=20),
-        IntentRecord("q", 1, "partial", (H1,), 5, (H2,), attempt=19),
+        IntentRecord("q", 1, "intent", (H1,), 5, base=-1),  # decided when the query had no state
+        IntentRecord("q", 1, "partial", (H1,), 5, (H2,), base=0),  # an outcome of the same intent, again
+        IntentRecord("q", 2, "intent", (H1,), 5, base=7),  # from a read of a log this one never held
     ]
     for stale in late:
-        state = fold(keyed([IntentRecord("q", 1, "intent", (H2,), 2, attempt=20), done, stale]))
+        state = fold(keyed([intent, done, stale]))
         assert state.latest["q"] == done
+        assert state.offsets["q"] == 1
         assert state.tids_in_use == 2
         assert state.shadowed == {"q"}
-        assert fold(keyed([done, stale, done])).shadowed == set()
-    replay = IntentRecord("q", 1, "intent", (H1,), 2, attempt=21)  # a replay after a partial outcome
+        again = replace(done, base=1)
+        assert fold(keyed([intent, done, stale, again])).shadowed == set()
     assert (
-        fold(keyed([IntentRecord("q", 1, "partial", (H1,), 2, (H2,), attempt=20), replay])).latest["q"]
-        == replay
+        fold(keyed([intent, done, IntentRecord("q", 2, "intent", (H1,), 3, base=1)])).latest["q"].batch_id
+        == 2
     )
-    old = [IntentRecord("q", 1, "intent", (H1,), 2, at_ms=5), IntentRecord("q", 1, "done", (), 2, at_ms=6)]
-    assert fold(keyed(old)).latest["q"].state == "done"  # records without an attempt: by their time
+    old = [IntentRecord("q", 1, "intent", (H1,), 2), IntentRecord("q", 0, "done", (), 2)]
+    assert fold(keyed(old)).latest["q"].batch_id == 0  # without a base: the last one, as before
 
 
-def test_an_attempt_survives_the_logs_json() -> None:
-    record = IntentRecord("q", 1, "intent", (H1,), 2, at_ms=5, attempt=9)
+def test_a_base_survives_the_logs_json() -> None:
+    record = IntentRecord("q", 1, "intent", (H1,), 2, at_ms=5, base=9)
     assert IntentRecord.from_json(record.to_json()) == record
-    assert IntentRecord.from_json(replace(record, attempt=0).to_json()).order() == (1, 5, 0)
+    assert IntentRecord.from_json(replace(record, base=None).to_json()).base is None
+    assert IntentRecord.from_json(replace(record, base=-1).to_json()).base == -1
 
 
 def test_partial_and_abandoned_batches_are_not_done_and_not_pending() -> None:
@@ -258,7 +261,7 @@ def test_partial_and_abandoned_batches_are_not_done_and_not_pending() -> None:
 
 def test_tombstones_delete_a_finished_batch_write() -> None:
     job = IntentRecord("batch-x", 0, "intent", (H1,), 1, streaming=False)
-    assert fold([(job.key(), job), (b"batch-x", None)]).latest == {}
+    assert fold([(0, job.key(), job), (1, b"batch-x", None)]).latest == {}
 
 
 def test_owner_is_the_newest_streaming_writer() -> None:

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkafka.errors import ConfigError, TransactionError
+from sparkafka.sink.intents import IntentRecord, IntentWriteError
 from sparkafka.sink.twophase import timeout_margin_ms
 from sparkafka.sink.txn_control import classify
 
@@ -207,8 +208,6 @@ def test_late_landing_intent_of_a_fenced_batch_is_recovered_as_abandoned() -> No
     old = world.run_tasks(rows_of(0))
     run_batch(world, Q, 0)  # the replay fenced the old attempt's ids and committed
     stale = world.log.read().latest[Q]
-    from sparkafka.sink.intents import IntentRecord
-
     late = IntentRecord("query-old", 0, "intent", tuple(r.handle for r in old if r.handle), 3)
     world.log.append(late)  # a record that landed late, from a query no longer running
     world.make_writer(Q)
@@ -578,3 +577,78 @@ def test_an_intent_append_held_past_its_time_out_changes_nothing_wherever_it_lan
     last = [r for k, r in world.log.entries if k == Q.encode()][-1]
     assert last is not None
     assert (last.batch_id, last.state) == (2, "done")
+
+
+def test_a_driver_that_stalled_after_reading_the_log_cannot_override_the_replays_commit() -> None:
+    """Review finding: a zombie driver (a paused or partitioned one) made its writer, read the log (batch 0
+    done) and flushed batch 1's tasks, then stalled; the restarted driver replayed batch 1 and committed it.
+    The zombie's intent, decided later on its old read, must not become the query's state: it fails before
+    any EndTxn, and a further replay of batch 1 is aborted, not written twice."""
+    world = World(timeout_ms=TIMEOUT)
+    run_batch(world, Q, 0)
+    world.clock.advance(1_000)
+    zombie_state = world.make_writer(Q)
+    zombie_results = world.run_tasks(rows_of(1))
+    world.clock.advance(1_000)
+    run_batch(world, Q, 1)  # the new driver's replay
+    world.clock.advance(1_000)
+    with pytest.raises(TransactionError, match="so the intent does not count"):
+        world.committer().commit(Q, 1, zombie_results, True, recovered=zombie_state)
+    state = world.make_writer(Q)
+    assert (state.latest[Q].batch_id, state.latest[Q].state) == (1, "done")
+    run_batch(world, Q, 1)  # Spark replays batch 1 once more: its driver died before the commit log
+    run_batch(world, Q, 2)
+    assert Counter(world.coordinator.visible) == flat(rows_of(0)) + flat(rows_of(1)) + flat(rows_of(2))
+    assert world.coordinator.open_transactions() == []
+
+
+def test_an_operators_decision_stands_against_an_outcome_that_lands_late() -> None:
+    """Review finding: a recovery's ``partial`` held by the network; the next recovery writes it again;
+    the operator marks the batch done; the held ``partial`` lands: it continues the intent, not the
+    operator's record, so it is ignored, and the replay writes nothing of the batch."""
+    world = World(timeout_ms=TIMEOUT)
+    crash_batch(world, Q, 0, "after_intent", "partly", streaming=True)
+    world.log.fail_next = "held"
+    with pytest.raises(IntentWriteError):
+        world.make_writer(Q)  # its partial timed out: held
+    assert world.make_writer(Q).latest[Q].state == "partial"
+    visible = Counter(world.coordinator.visible)
+    world.committer().resolve(Q, "mark-done")
+    world.log.land_held()
+    assert world.make_writer(Q).latest[Q].state == "done"
+    run_batch(world, Q, 0)
+    assert Counter(world.coordinator.visible) == visible
+
+
+def test_a_failed_rewrite_of_a_shadowed_state_fails_nothing_and_keeps_the_ids_in_use() -> None:
+    """Review finding: writing a shadowed query's state again is a guard against compaction; an append
+    that fails is left to the next recovery (the writer goes on), and the copy keeps the prefix's ids in
+    use, not the ones the query had when its record was first written."""
+    world = World(timeout_ms=TIMEOUT)
+    run_batch(world, Q, 0)
+    stale = replace(world.log.read().latest[Q], state="intent", base=-1)
+    world.log.append(stale)  # lands late: ignored, and last in the log
+    world.log.append(IntentRecord("", -1, "claim", (), 9))  # another run claimed ids up to 9 since
+    world.log.fail_next = "lost"
+    state = world.make_writer(Q)  # the rewrite fails: the writer does not
+    assert state.latest[Q].state == "done"
+    state = world.make_writer(Q)
+    last = [r for k, r in world.log.entries if k == Q.encode()][-1]
+    assert last is not None
+    assert (last.state, last.tids_in_use) == ("done", 9)
+    assert world.log.read().tids_in_use == 9
+
+
+def test_an_intent_of_the_previous_version_is_resolved_whatever_the_clocks_say() -> None:
+    """Review finding: an intent without a base (the previous version's), written by a driver whose clock
+    was ahead; this version's recovery records its outcome, which continues it by offset, not by time."""
+    world = World(timeout_ms=TIMEOUT)
+    world.make_writer(Q)
+    results = world.run_tasks(rows_of(0))
+    handles = tuple(r.handle for r in results if r.handle)
+    world.log.append(IntentRecord(Q, 0, "intent", handles, 3, at_ms=world.clock() + 5_000))
+    state = world.make_writer(Q)
+    assert state.latest[Q].state == "done"
+    assert world.make_writer(Q).latest[Q].state == "done"
+    run_batch(world, Q, 0)
+    assert Counter(world.coordinator.visible) == flat(rows_of(0))

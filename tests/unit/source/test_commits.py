@@ -111,18 +111,20 @@ def test_a_recreated_topic_gets_its_new_logs_offsets_committed_and_never_the_old
     below what the group held, and an answer to a commit sent for the old log confirms nothing."""
     client = FakeClient()
     c, _ = committer(client)
-    c.topics_now({"a": "OLD"})
+    c.topics_now({"a"}, {"a": "OLD"}, "C")
     c.completed({A0: 1000}, {"a": "OLD"})
     assert client.sent == [{A0: 1000}]
     c.completed({A0: 1001}, {"a": "OLD"})  # sent, not yet answered: the topic is recreated meanwhile
-    c.topics_now({"a": "NEW"})
+    c.topics_now({"a"}, {"a": "NEW"}, "C")
     client.answer()
     c.completed({A0: 1001}, {"a": "OLD"})  # the old log's end again (a restart's start): never committed
     c.completed({A0: 300}, {"a": "NEW"})
     c.tick()
     assert client.sent[-1] == {A0: 300}
     assert client.group == {A0: 300}
-    assert CommitMark.from_metadata(client.marks[A0]).topic_id == "NEW"  # type: ignore[union-attr]
+    mark = CommitMark.from_metadata(client.marks[A0])
+    assert mark is not None
+    assert (mark.topic_id, mark.cluster) == ("NEW", "C")
     c.completed({A0: 400}, {"a": "NEW"})
     assert client.sent[-1] == {A0: 400}
 
@@ -140,12 +142,60 @@ def test_a_group_offset_marked_with_an_earlier_topic_id_is_not_this_runs_floor()
     """Learning the group's offsets at its first commit, one committed from the earlier topic of the name
     (a restart after the recreation) is no commit: the new log's lower offsets are not held back."""
     client = FakeClient({A0: 1000})
-    client.marks[A0] = CommitMark("r", "h", 1, 0, topic_id="OLD").to_metadata()
+    client.marks[A0] = CommitMark("r", "h", 1, 0, topic_id="OLD", cluster="C").to_metadata()
     c, _ = committer(client)
-    c.topics_now({"a": "NEW"})
+    c.topics_now({"a"}, {"a": "NEW"}, "C")
     c.completed({A0: 300}, {"a": "NEW"})
     c.tick()
     assert client.group == {A0: 300}
+
+
+def test_a_restart_whose_checkpoint_has_no_topic_ids_commits_no_offset_of_an_unknown_log() -> None:
+    """A checkpoint written without ids (an older version; a broker that gave none then) after which the
+    topic was recreated: the end it holds is from no known log, so it is not committed under the new id;
+    the source moves the partition to the new log, whose lower offsets are then committed."""
+    client = FakeClient()
+    c, _ = committer(client)
+    c.topics_now({"a"}, {"a": "NEW"}, "C")
+    c.completed({A0: 1000}, {})
+    c.tick()
+    assert client.sent == []
+    c.partitions_moved([A0])
+    c.completed({A0: 300}, {"a": "NEW"})
+    c.tick()
+    assert client.group == {A0: 300}
+
+
+def test_a_moved_partition_gets_its_lower_offsets_committed() -> None:
+    """A log that now ends below the query's position (truncated; a recreated topic on a broker without
+    topic ids): the source moves the partition, and the group follows it down."""
+    client = FakeClient()
+    c, _ = committer(client)
+    c.completed({A0: 500, A1: 40})
+    c.tick()
+    c.partitions_moved([A0])
+    c.completed({A0: 20, A1: 40})
+    c.tick()
+    assert client.group == {A0: 20, A1: 40}
+
+
+def test_a_deleted_topics_offsets_gone_from_the_group_are_no_reset(caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka deletes a deleted topic's offsets from the group. A query that idled past the re-check and
+    commits again must not take that for a reset and stop committing its other topics."""
+    b0 = TopicPartition("b", 0)
+    client = FakeClient()
+    c, clock = committer(client)
+    c.topics_now({"a", "b"}, {})
+    c.completed({A0: 10, b0: 7})
+    c.tick()
+    assert client.group == {A0: 10, b0: 7}
+    del client.group[b0]  # topic b deleted: its offsets go with it
+    c.topics_now({"a"}, {})
+    clock.now += RECHECK_AFTER_S + 1
+    c.completed({A0: 12})
+    c.tick()
+    assert client.group == {A0: 12}
+    assert c.stopped_by is None
 
 
 def test_disabled_never_creates_a_client() -> None:

@@ -97,17 +97,28 @@ def test_a_group_commit_from_an_earlier_topic_of_the_name_is_no_commit(
         }
     )
     meta = FakeMetadata()
-    old = CommitMark("r", "h", 1, 0, topic_id="OLD").to_metadata()
+    old = CommitMark("r", "h", 1, 0, topic_id="OLD", cluster="C").to_metadata()
     meta.group = {
         A0: (30, old),
-        A1: (8, CommitMark("r", "h", 1, 0, topic_id="NEW").to_metadata()),
+        A1: (8, CommitMark("r", "h", 1, 0, topic_id="NEW", cluster="C").to_metadata()),
         B0: (4, ""),
     }
     with caplog.at_level(logging.WARNING):
-        got = resolve_startup(opts, meta, ALL, {"a": "NEW", "b": "B"})
+        got = resolve_startup(opts, meta, ALL, {"a": "NEW", "b": "B"}, "C")
     assert got == {A0: 5, A1: 8, B0: 4}
     assert "group 'g''s offsets for a-0 were committed from an earlier topic" in caplog.text
     assert resolve_startup(opts, meta, ALL) == {A0: 30, A1: 8, B0: 4}  # no ids known: taken as they are
+
+
+def test_a_group_commit_copied_from_another_cluster_is_taken_as_it_is() -> None:
+    """MirrorMaker 2's offset sync translates a group's offsets to the other cluster and copies their
+    metadata, marks included: the topic ids in them are the source cluster's. After a failover, a start
+    from the group reads on from the translated offsets (not from ``kafka.auto.offset.reset``)."""
+    opts = parse_source_options({"kafka.bootstrap.servers": "h:1", "subscribe": "a,b", "kafka.group.id": "g"})
+    meta = FakeMetadata()
+    mirrored = CommitMark("r", "h", 1, 0, topic_id="SRC-ID", cluster="SOURCE").to_metadata()
+    meta.group = {A0: (30, mirrored), A1: (8, mirrored), B0: (4, mirrored)}
+    assert resolve_startup(opts, meta, ALL, {"a": "DST-ID", "b": "DST-B"}, "TARGET") == {A0: 30, A1: 8, B0: 4}
 
 
 def test_specific_offsets_fall_back_to_group() -> None:
