@@ -273,7 +273,7 @@ def test_a_sink_task_at_its_defaults_loses_nothing_when_its_input_trickles_in(
     its refusal. Every burst is written, and no request of the partition went out while another was
     unanswered."""
     out = broker.topic(partitions=1)
-    proxied.proxy.add(first_produce_per_partition(out, until_pipelined=True, delay_s=1.0))
+    rule = proxied.proxy.add(first_produce_per_partition(out, until_pipelined=True, delay_s=1.0))
     options = _sink_options(broker, out, delivery)
     query = f"q-{uuid.uuid4().hex[:6]}"
     result = write_task(options, InputColumns(partition=True), _bursts(proxied, out, 4, 3), 0, query)
@@ -281,4 +281,5 @@ def test_a_sink_task_at_its_defaults_loses_nothing_when_its_input_trickles_in(
         TwoPhaseCommitter.for_options(options).commit(query, 0, [result], streaming=False)
     got = broker.committed_values(out)
     assert sorted(v.decode() for v in got if v) == sorted(f"b{b}-{i}" for b in range(4) for i in range(3))
+    assert len(rule.fired) == 1  # the partition's first request was refused
     assert not any(r.in_flight for r in proxied.proxy.produce_requests(out))
