@@ -535,10 +535,6 @@ class DescribingAdmin(FakeAdmin):
         self.ids = ids
         self.described: list[list[str]] = []
 
-    def describe_cluster(self, **_kwargs: Any) -> _Future:
-        self.clusters_asked = getattr(self, "clusters_asked", 0) + 1
-        return _Future(type("Cluster", (), {"cluster_id": "CLUSTER"})())
-
     def describe_topics(self, collection: Any, **_kwargs: Any) -> dict[str, _Future]:
         names = list(collection.topic_names)
         self.described.append(names)
@@ -563,12 +559,11 @@ def test_discovery_takes_ids_in_kafkas_text_form_with_one_request_per_subscripti
     clock = FakeClock()
     meta = SourceMetadata(CONF, 30, clock=clock, sleep=clock.sleep, admin=admin)
     found = meta.discover(Subscription(topics=("a", "missing", "old")))
-    assert found == ({A0, A1, TopicPartition("old", 0)}, {"a": "8U_j8L8uSD6S7nNFuplY8g"}, "CLUSTER")
-    assert (admin.described, admin.metadata_asked) == ([["a", "missing", "old"]], 0)  # zero id: none
+    assert found == ({A0, A1, TopicPartition("old", 0)}, {"a": "8U_j8L8uSD6S7nNFuplY8g"}, _Meta.cluster_id)
+    assert (admin.described, admin.metadata_asked) == ([["a", "missing", "old"]], 1)  # and the cluster's id
     assert meta.discover(Subscription(partitions=(A1, TopicPartition("a", 5))))[0] == {A1}
     assert meta.discover(Subscription(pattern="a|b"))[0] == {A0, A1, B0}
-    assert (admin.described[-1], admin.metadata_asked) == (["a", "b"], 1)  # a pattern lists topics first
-    assert admin.clusters_asked == 1  # the cluster's id, once
+    assert (admin.described[-1], admin.metadata_asked) == (["a", "b"], 2)  # a pattern lists topics first
 
 
 def test_a_broker_that_cannot_describe_topics_is_answered_from_its_topic_list_without_ids() -> None:

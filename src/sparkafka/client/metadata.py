@@ -243,7 +243,8 @@ class AdminMetadata:
         return out
 
     def cluster_id(self) -> str | None:
-        """The cluster's id (DescribeCluster), asked once per instance; None where the broker gives none.
+        """The cluster's id, from a Metadata answer (any user may ask: DescribeCluster needs DESCRIBE on
+        the cluster), asked once per instance; None where the broker gives none.
 
         Topic ids are the cluster's own: a commit copied from another cluster (MirrorMaker 2's offset sync)
         names the other cluster's ids, and only this id tells the two apart (``source.commits``).
@@ -251,10 +252,10 @@ class AdminMetadata:
         if not hasattr(self, "_cluster"):
 
             def attempt(left: float) -> str | None:
-                described = self._admin.describe_cluster(request_timeout=left).result(left)
-                return str(described.cluster_id) if described.cluster_id else None
+                found = self._admin.list_topics(timeout=left).cluster_id
+                return str(found) if found else None
 
-            self._cluster: str | None = self._retry("describing the cluster", attempt)
+            self._cluster: str | None = self._retry("reading the cluster's id", attempt)
         return self._cluster
 
     def describe_topics(self, names: Iterable[str]) -> dict[str, TopicInfo]:
