@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sparkafka-installed
 
-.PHONY: demo test check lint docs docs-serve unit integration kafka spark-kafka native dist bench-vs-spark bench-event-time bench-read-path bench-read-path-tls bench-memory bench-source bench-sink bench-latency bench-avro setup pyspark-zips check-java clean
+.PHONY: demo test check lint docs docs-serve unit integration kafka spark-kafka native dist bench-vs-spark bench-event-time bench-read-path bench-read-path-tls bench-memory bench-source bench-sink bench-latency bench-avro soak setup pyspark-zips check-java clean
 
 setup: $(STAMP) check-java kafka native pyspark-zips
 
@@ -132,6 +132,12 @@ bench-read-path: setup spark-kafka
 # The same over TLS with SASL/SCRAM (a secured local broker): the native fetch against confluent-kafka.
 bench-read-path-tls: setup spark-kafka
 	$(PY) bench/read_path.py --spark --tls
+
+# Days in minutes (bench/soak.py): an exactly-once pipeline, an update-mode aggregation and an at-least-once
+# query for 30 minutes on Apache Kafka with its clocks compressed, faults on a schedule, every series sampled
+# and judged flat or not, every record checked. SOAK_ARGS="--minutes 120" to run longer.
+soak: setup
+	$(PY) bench/soak.py $(SOAK_ARGS)
 
 bench-memory: setup
 	$(PY) bench/worker_memory.py

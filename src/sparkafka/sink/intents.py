@@ -24,10 +24,11 @@ and one the driver gave up on (a flush that timed out, a read-back that did not 
 can still be carried out after later records (a request the broker had queued, or the network held); a
 driver that stalled (a long pause, a partitioned host) can decide on a log it read before another driver's
 records. So each record names the record of its query it continues (``IntentRecord.base``: the offset of
-the query's state when its writer decided), and folding takes it only if that is still the query's state: a
-compare-and-set on the log's own order, with no clock in it. A record that continues anything else is
-ignored. The writer of an intent checks that nothing of its query came between its read and its append
-(``TwoPhaseCommitter``), so an ignored intent is never rolled forward by anyone. Measured before, folding
+the query's state when its writer decided), and folding ignores it when the query's state is already past
+that: a compare-and-set on the log's own order, with no clock in it (a record whose base lies beyond the
+state continues records compaction removed, and is taken). The writer of an intent checks that nothing of
+its query came between its read and its append (``TwoPhaseCommitter``), so an ignored intent is never
+rolled forward by anyone. Measured before, folding
 by log order (``tests/integration/test_intent_log_faults.py``): an intent held by the network until the
 batch's replay had committed was read as pending, resolved as ``abandoned``, and the batch's next replay
 wrote its rows twice. Compaction keeps a key's last record whatever it says, so a writer that finds a
@@ -244,11 +245,14 @@ def fold(
 ) -> LogState:
     """The state after ``(offset, key, record)`` triples in log order; a ``None`` record is a tombstone.
 
-    A record of a query is its state when it continues the state (its ``base`` is the state's offset), or
-    when it has no ``base`` (an older version's) or the query has no state (none yet, or compaction and
-    tombstones removed it); anything else landed late or was decided on an old read, and is ignored, its
-    ``tids_in_use`` too (see the module docstring). With ``state`` (changed in place and returned), the
-    records are those that follow what it folded.
+    A record of a query is its state unless it was decided on an older state than the one folded so far
+    (its ``base`` is below the state's offset): that one landed late or was decided on an old read, and is
+    ignored, its ``tids_in_use`` too (see the module docstring). A record that continues the state (``base``
+    at its offset) is taken, and so is one whose ``base`` lies beyond it: compaction removed the records in
+    between (it keeps a key's last record of what it cleaned), which this fold, made before, had not read
+    (measured in the soak: a process's cached fold rejected every later record of its query, and a replay
+    was written twice). Records without a ``base`` (an older version's) are taken in log order. With
+    ``state`` (changed in place and returned), the records are those that follow what it folded.
     """
     state = LogState() if state is None else state
     for offset, key, record in records:
@@ -266,7 +270,7 @@ def fold(
             continue
         query = record.query_id
         current = state.latest.get(query)
-        if current is not None and record.base is not None and record.base != state.offsets.get(query):
+        if current is not None and record.base is not None and record.base < state.offsets.get(query, -1):
             log.warning(
                 "ignoring a commit-intent record that landed late or was decided on an old read: %s of batch "
                 "%d of query %s at offset %d (the query's state is %s of batch %d at offset %s)",

@@ -226,7 +226,6 @@ def test_fold_takes_a_record_only_while_it_continues_its_querys_state_and_marks_
     late = [
         IntentRecord("q", 1, "intent", (H1,), 5, base=-1),  # decided when the query had no state
         IntentRecord("q", 1, "partial", (H1,), 5, (H2,), base=0),  # an outcome of the same intent, again
-        IntentRecord("q", 2, "intent", (H1,), 5, base=7),  # from a read of a log this one never held
     ]
     for stale in late:
         state = fold(keyed([intent, done, stale]))
@@ -242,6 +241,20 @@ def test_fold_takes_a_record_only_while_it_continues_its_querys_state_and_marks_
     )
     old = [IntentRecord("q", 1, "intent", (H1,), 2), IntentRecord("q", 0, "done", (), 2)]
     assert fold(keyed(old)).latest["q"].batch_id == 0  # without a base: the last one, as before
+
+
+def test_a_fold_made_before_compaction_takes_the_records_that_survived_it() -> None:
+    """A process folds the log incrementally (``IntentLog``). When compaction removed records of a query
+    after the process's last read (it keeps the last of a key in what it cleaned), the next record the
+    process reads continues one it never saw: its base lies beyond the state's offset. It is taken (in the
+    soak every later record of the query was ignored, and a replay was written twice), while a record
+    decided on an older state than the one folded is not."""
+    state = fold([(0, b"q", IntentRecord("q", 0, "done", (), 1, base=-1))])
+    survivor = IntentRecord("q", 40, "done", (), 1, base=244)  # intent 40 at 244 and all before it: gone
+    fold([(247, b"q", survivor)], state)
+    assert (state.latest["q"], state.offsets["q"], state.shadowed) == (survivor, 247, set())
+    fold([(250, b"q", IntentRecord("q", 41, "intent", (H1,), 1, base=100))], state)  # decided long ago
+    assert (state.latest["q"], state.shadowed) == (survivor, {"q"})
 
 
 def test_a_base_survives_the_logs_json() -> None:
