@@ -14,6 +14,7 @@ from typing import Any
 
 from sparkafka.client.conf import against_servers
 from sparkafka.client.core import new_producer
+from sparkafka.client.log import LIBRDKAFKA_LOG
 from sparkafka.client.security import Access, denied_by
 from sparkafka.errors import TransactionError
 from sparkafka.sink.delivery import TripwireLogger
@@ -81,6 +82,17 @@ class _Capture(logging.Handler):
         message = record.getMessage()
         if "PID" in message:
             self.lines.append(message)
+
+
+class _Forward(logging.Handler):
+    """A private producer's warnings and errors, on to ``sparkafka.librdkafka``'s handlers."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if LIBRDKAFKA_LOG.isEnabledFor(record.levelno):
+            LIBRDKAFKA_LOG.callHandlers(record)
 
 
 def open_transactional_producer(
@@ -152,4 +164,6 @@ def open_transactional_producer(
             "librdkafka logged no 'Acquired PID' line (this confluent-kafka version may word it differently)"
         )
     logger.removeHandler(capture)
+    if logger is not given:  # its warnings go where every client's do (the rate-limited logger)
+        logger.addHandler(_Forward())
     return producer, identity[0], identity[1]

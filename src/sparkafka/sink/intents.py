@@ -207,15 +207,28 @@ class LogState:
         """What a record of ``query_id`` decided on this state names as its ``base``."""
         return self.offsets.get(query_id, -1)
 
-    def appended(self, record: IntentRecord, offset: int | None) -> None:
-        """``record``, which this process appended at ``offset``, is its query's state now (as a read would
-        fold it: it continues the state); ``end`` moves past it when nothing else came in between."""
+    def appended(self, record: IntentRecord, offset: int | None) -> bool:
+        """``record``, which this process appended at ``offset``, is its query's state now, as a read would
+        fold it, when nothing came into the log between this state's read and it (``offset`` is ``end``;
+        None: a batch write's key deleted): then True. Otherwise nothing is changed and False says so: the
+        caller reads the log again (``replace``), since only a read knows whether the record was taken."""
+        if offset is not None and offset != self.end:
+            return False
         self.latest[record.query_id] = record
         self.shadowed.discard(record.query_id)
         if offset is not None:
             self.offsets[record.query_id] = offset
-            if offset == self.end:
-                self.end = offset + 1
+            self.end = offset + 1
+        return True
+
+    def replace(self, other: LogState) -> None:
+        """Become ``other`` (a fresh read), in place: callers hold this object."""
+        self.latest, self.tids_in_use, self.offsets = (
+            dict(other.latest),
+            other.tids_in_use,
+            dict(other.offsets),
+        )
+        self.shadowed, self.end = set(other.shadowed), other.end
 
     @property
     def pending(self) -> list[IntentRecord]:
@@ -270,6 +283,8 @@ def fold(
             continue
         query = record.query_id
         current = state.latest.get(query)
+        if record == current:  # the same record again (a retried append stored twice): nothing new
+            continue
         if current is not None and record.base is not None and record.base < state.offsets.get(query, -1):
             log.warning(
                 "ignoring a commit-intent record that landed late or was decided on an old read: %s of batch "
@@ -556,7 +571,8 @@ class IntentLog:
         if self._create:
             self._ensure_topic()
         # Not an idempotent producer: its producer-id handshake costs about 0.5 s per producer on some
-        # brokers (measured on tansu), and a retried duplicate is harmless (folding the log is idempotent).
+        # brokers (measured on tansu), and a retried duplicate is harmless (folding takes a record equal to
+        # its query's state as nothing new).
         from confluent_kafka import KafkaError
 
         errors: list[Any] = []

@@ -207,6 +207,10 @@ def write_task(
     """
     if options.delivery != "exactly_once":
         producer, deliveries = _plain_producer(options.kafka, options.delivery)
+        if options.delivery == "none":  # never flushed: what earlier tasks' deliveries said, said once here
+            earlier = deliveries.failure()
+            if earlier is not None:
+                log.warning("deliveryGuarantee=none: earlier records of this worker: %s", earlier)
         count = _Output(producer, options, columns, task).produce_all(batches)
         if options.delivery == "at_least_once":
             _flush(producer, deliveries)

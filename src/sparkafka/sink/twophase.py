@@ -237,7 +237,7 @@ class TwoPhaseCommitter:
                 record.batch_id,
             )
             try:
-                state.appended(again, self._store.append(again))
+                self._note(state, again, self._store.append(again))
             except BrokerError as e:
                 log.warning(
                     "could not write the state of query %s again (the next recovery will): %s", query_id, e
@@ -403,7 +403,7 @@ class TwoPhaseCommitter:
                 done = record.with_state(
                     "abandoned", handles=(), committed=(), at_ms=self._clock(), base=base
                 )
-            state.appended(done, self._store.append(done))
+            self._note(state, done, self._store.append(done))
             return done
         finally:
             self._ender.close()
@@ -509,9 +509,9 @@ class TwoPhaseCommitter:
                 self._store.forget(record.query_id, sorted({h.task for h in intent.handles}))
             except BrokerError as e:  # the intent stays pending: a later recovery resolves it again
                 log.warning("could not delete the finished batch write's record: %s", e)
-            log_state.appended(record, None)
+            self._note(log_state, record, None)
         else:
-            log_state.appended(record, self._store.append(record))
+            self._note(log_state, record, self._store.append(record))
         self._count(
             intent.query_id,
             batches=int(state == "done"),
@@ -651,20 +651,25 @@ class TwoPhaseCommitter:
         except IntentWriteError as e:
             failure: Exception = e
         else:
-            if offset != state.end:
-                after = self._store.read()
-                current = after.latest.get(query_id)
-                if after.offsets.get(query_id) != offset and (current is None or current.base != offset):
-                    self._abort_quietly(query_id, intent.handles, "its intent does not count")
-                    raise TransactionError(
-                        f"batch {batch_id} of query {query_id} was not committed: another record of the "
-                        "query came into the commit-intent log between this driver's read and its intent "
-                        "(a driver that stalled, or a record that landed late), so the intent does not "
-                        "count; its transactions were aborted and nothing of the batch is visible. Spark "
-                        "replays the batch on restart"
-                    )
-            state.appended(intent, offset)
-            return
+            if state.appended(intent, offset):
+                return
+            state.replace(self._store.read())  # something came in between: did the intent count?
+            current = state.latest.get(query_id)
+            if current is not None and (current == intent or current.base == offset):
+                return
+            aborted = self._abort_quietly(query_id, intent.handles, "its intent does not count")
+            left = (
+                "its transactions were aborted and nothing of the batch is visible"
+                if aborted == len(intent.handles)
+                else "its transactions were aborted where the broker answered, the others are fenced by the "
+                "replay's tasks or time out: nothing of the batch becomes visible"
+            )
+            raise TransactionError(
+                f"batch {batch_id} of query {query_id} was not committed: another record of the query came "
+                "into the commit-intent log between this driver's read and its intent (a driver that "
+                f"stalled, or a record that landed late), so the intent does not count; {left}. Spark "
+                "replays the batch on restart"
+            )
         try:
             read = self._store.read()
         except BrokerError as e:
@@ -672,7 +677,7 @@ class TwoPhaseCommitter:
         found = read.record_for(query_id, batch_id) if read is not None else None
         if read is not None and found == intent:
             log.warning("the intent of batch %d was written after all (read back)", batch_id)
-            state.appended(intent, read.offsets[query_id])
+            state.replace(read)
             return
         _IN_DOUBT.update(intent.handles)
         raise TransactionError(
@@ -681,10 +686,17 @@ class TwoPhaseCommitter:
             "still be stored; on restart recovery resolves them, or the replay's tasks abort them"
         ) from failure
 
-    def _abort_quietly(self, query_id: str | None, handles: Iterable[TxnHandle], why: str) -> None:
+    def _note(self, state: LogState, record: IntentRecord, offset: int | None) -> None:
+        """Keep ``state`` what a read of the log would fold, after this process appended ``record`` at
+        ``offset``: read again when anything came in between (it may have been taken, or not)."""
+        if not state.appended(record, offset):
+            state.replace(self._store.read())
+
+    def _abort_quietly(self, query_id: str | None, handles: Iterable[TxnHandle], why: str) -> int:
+        """Abort ``handles``' transactions; how many the broker answered (the others time out)."""
         handles = list(handles)
         if not handles:
-            return
+            return 0
         log.info("aborting %d transaction(s): %s", len(handles), why)
         aborted = 0
         for handle in handles:
@@ -695,6 +707,7 @@ class TwoPhaseCommitter:
                 log.warning("abort: %s", e)
         if query_id is not None:
             self._count(query_id, aborted=aborted)
+        return aborted
 
     def _fence(self, tasks: range) -> None:
         """Abort whatever transactional ids no longer used by any task hold (parallelism went down)."""

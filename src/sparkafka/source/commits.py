@@ -271,6 +271,8 @@ class OffsetCommitter:
         metrics_file: where metrics go on every change (None: not written).
         clock: monotonic seconds; injectable for tests.
         wall_ms: wall-clock milliseconds, for the commits' marks; injectable for tests.
+        topics_exist: which of the topics given exist now (the source's metadata): a partition whose group
+            offset is gone is a reset only if its topic still exists.
     """
 
     def __init__(
@@ -283,6 +285,7 @@ class OffsetCommitter:
         metrics_file: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        topics_exist: Callable[[Iterable[str]], Iterable[str]] | None = None,
     ) -> None:
         """Set up the state; the client is built only when the first commit is due."""
         self._factory = client_factory
@@ -305,6 +308,11 @@ class OffsetCommitter:
         self._present: set[str] | None = None
         """The topics the last discovery found (None before one)."""
         self._cluster: str | None = None
+        self._moved: dict[TopicPartition, int] = {}
+        """Partitions the source moved, and where to: until a batch ends there, offsets of theirs are
+        from before the move (``partitions_moved``)."""
+        self._generation: dict[TopicPartition, int] = {}
+        self._topics_exist = topics_exist
         self._pending: deque[Mapping[TopicPartition, int]] = deque()
         self._last_sent_at: float | None = None
         self._last_failed_at: float | None = None
@@ -342,14 +350,22 @@ class OffsetCommitter:
             self._set_id(topic, topic_id)
             self._discovered.add(topic)
 
-    def partitions_moved(self, tps: Iterable[TopicPartition]) -> None:
-        """The source moved ``tps`` to another position than its last batch ended at (``data_loss``: a
-        recreated topic, a log that ends below the query's position): their next offsets go to the group
-        even below what it holds."""
-        for tp in tps:
+    def partitions_moved(self, moved: Mapping[TopicPartition, int]) -> None:
+        """The source moved partitions to the positions ``moved`` gives (``data_loss``: a recreated topic, a
+        log that ends below the query's position): their next offsets go to the group even below what it
+        holds.
+
+        Until the batch that starts them there completes (its end is the position itself), offsets of
+        theirs are from before the move (Spark's ``commit`` of the batch before, a commit in flight) and
+        are not taken: each partition's generation moves on, and answers to commits sent before it are
+        ignored.
+        """
+        for tp, position in moved.items():
             self._target.pop(tp, None)
             if self._confirmed is not None:
                 self._confirmed.pop(tp, None)
+            self._moved[tp] = position
+            self._generation[tp] = self._generation.get(tp, 0) + 1
 
     def _set_id(self, topic: str, topic_id: str) -> None:
         before = self._ids.get(topic)
@@ -392,6 +408,10 @@ class OffsetCommitter:
             else:  # batches complete in order: a new id in a later batch means a recreated topic
                 self._set_id(topic, batch_id)
         for tp, offset in offsets.items():
+            if tp in self._moved:
+                if offset != self._moved[tp]:
+                    continue  # from before the move
+                del self._moved[tp]
             if tp.topic not in stale and offset >= 0 and offset > self._target.get(tp, -1):
                 self._target[tp] = offset
         self.tick()
@@ -487,9 +507,9 @@ class OffsetCommitter:
         self._pending.append(due)
         self._last_sent_at = now
         mark = CommitMark(self._run, self._host, os.getpid(), self._wall_ms())
-        sent_ids = {topic: self._ids.get(topic) for topic in {tp.topic for tp in due}}
+        sent = ({topic: self._ids.get(topic) for topic in {tp.topic for tp in due}}, dict(self._generation))
         self._client.commit_async(
-            due, self._marks(due, mark), lambda offsets, error: self._on_done(offsets, error, sent_ids)
+            due, self._marks(due, mark), lambda offsets, error: self._on_done(offsets, error, *sent)
         )
 
     def _holding_back(self, now: float) -> bool:
@@ -507,6 +527,17 @@ class OffsetCommitter:
             return True
         # A partition this run confirmed that now holds another offset, or none (its offset was deleted).
         moved = {tp: o for tp, o in current.items() if tp in self._confirmed and o != self._confirmed[tp]}
+        absent = {tp.topic for tp, o in moved.items() if o is None}
+        if absent and self._topics_exist is not None:
+            # Kafka deletes a deleted topic's offsets from the group: no reset, whatever discovery knows yet.
+            try:
+                gone = absent - set(self._topics_exist(absent))
+            except Exception as e:  # noqa: BLE001 - cannot tell now: a failed attempt, asked again later
+                self._record_failure(f"looking up topics {sorted(absent)} failed: {e}", now)
+                return True
+            for topic in gone:
+                self._forget(topic, "was deleted")
+            moved = {tp: o for tp, o in moved.items() if tp.topic not in gone}
         if not moved:
             return False
         self.stopped_by = (
@@ -548,7 +579,11 @@ class OffsetCommitter:
         return True
 
     def _on_done(
-        self, offsets: Mapping[TopicPartition, int], error: str | None, sent_ids: Mapping[str, str | None]
+        self,
+        offsets: Mapping[TopicPartition, int],
+        error: str | None,
+        sent_ids: Mapping[str, str | None],
+        generations: Mapping[TopicPartition, int],
     ) -> None:
         with contextlib.suppress(ValueError):
             self._pending.remove(offsets)
@@ -557,7 +592,8 @@ class OffsetCommitter:
             return
         assert self._confirmed is not None
         for tp, o in offsets.items():
-            if sent_ids.get(tp.topic) == self._ids.get(tp.topic):  # not a recreated topic's old log
+            same_log = sent_ids.get(tp.topic) == self._ids.get(tp.topic)  # not a recreated topic's old log
+            if same_log and generations.get(tp, 0) == self._generation.get(tp, 0):  # nor a moved partition's
                 self._confirmed[tp] = max(o, self._confirmed.get(tp, -1))
         self._last_failed_at = None
         m = self.metrics

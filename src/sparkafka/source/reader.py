@@ -249,6 +249,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 mode=o.commit_mode,
                 interval_ms=o.commit_interval_ms,
                 metrics_file=self._metrics_path(),
+                topics_exist=lambda topics: self._planner.metadata.describe_topics(topics).keys(),
             )
             shutdown.guard.install_in_runner()
         return self._committer

@@ -160,7 +160,7 @@ def test_a_restart_whose_checkpoint_has_no_topic_ids_commits_no_offset_of_an_unk
     c.completed({A0: 1000}, {})
     c.tick()
     assert client.sent == []
-    c.partitions_moved([A0])
+    c.partitions_moved({A0: 300})
     c.completed({A0: 300}, {"a": "NEW"})
     c.tick()
     assert client.group == {A0: 300}
@@ -173,10 +173,43 @@ def test_a_moved_partition_gets_its_lower_offsets_committed() -> None:
     c, _ = committer(client)
     c.completed({A0: 500, A1: 40})
     c.tick()
-    c.partitions_moved([A0])
-    c.completed({A0: 20, A1: 40})
+    c.completed({A0: 510, A1: 40})  # sent; answered only after the move is seen
+    c.partitions_moved({A0: 20})
+    client.answer()  # the answer of the commit sent before the move: confirms nothing of A0
+    c.completed({A0: 510, A1: 40})  # Spark's commit() of the batch before the move: from the old position
+    c.completed({A0: 20, A1: 40})  # the batch that starts A0 at its new position
     c.tick()
-    assert client.group == {A0: 20, A1: 40}
+    c.completed({A0: 35, A1: 41})
+    c.tick()
+    assert client.group == {A0: 35, A1: 41}
+
+
+def test_a_deletion_no_discovery_has_seen_yet_is_no_reset_either() -> None:
+    """The committer asks whether a topic whose group offsets are gone still exists before taking that for
+    a reset (discovery may not have run since the deletion)."""
+    b0 = TopicPartition("b", 0)
+    client = FakeClient()
+    clock = Clock()
+    c = OffsetCommitter(
+        lambda: client,
+        "g",
+        mode="on_checkpoint",
+        clock=clock,
+        topics_exist=lambda topics: set(topics) - {"b"},
+    )
+    c.completed({A0: 10, b0: 7})
+    c.tick()
+    del client.group[b0]
+    clock.now += RECHECK_AFTER_S + 1
+    c.completed({A0: 12})
+    c.tick()
+    assert client.group == {A0: 12}
+    assert c.stopped_by is None
+    client.group[A0] = 3  # a real reset still stops the run's commits
+    clock.now += RECHECK_AFTER_S + 1
+    c.completed({A0: 14})
+    c.tick()
+    assert c.stopped_by is not None
 
 
 def test_a_deleted_topics_offsets_gone_from_the_group_are_no_reset(caplog: pytest.LogCaptureFixture) -> None:
