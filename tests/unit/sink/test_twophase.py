@@ -652,3 +652,57 @@ def test_an_intent_of_the_previous_version_is_resolved_whatever_the_clocks_say()
     assert world.make_writer(Q).latest[Q].state == "done"
     run_batch(world, Q, 0)
     assert Counter(world.coordinator.visible) == flat(rows_of(0))
+
+
+def test_a_writers_copy_of_the_state_never_takes_its_own_ignored_append() -> None:
+    """Second review: the replay's sink runner (N) writes a shadowed state again just after a stalled
+    driver's (Z's) intent for the same batch came in, so N's copy is ignored; Z's intent counts and Z
+    commits the transactions N's tasks did not fence (Z ran 5 tasks, N runs 3). N's own state must not
+    take the ignored copy as the query's state (its intent would then be taken beside Z's, and both
+    commit): it reads the log again. Every row at most once."""
+    rows = [f"b1-r{r}".encode() for r in range(15)]
+    world = World(timeout_ms=TIMEOUT)
+    run_batch(world, Q, 0)
+    zombie_state = world.make_writer(Q)
+    zombie_results = world.run_tasks([rows[i::5] for i in range(5)])
+    world.make_writer(Q)  # the restarted driver's planner
+    replay_results = world.run_tasks([rows[i::3] for i in range(3)])
+    done = world.log.read().latest[Q]
+    world.log.append(replace(done, state="intent", base=-1))  # a record landing late: the query is shadowed
+    appended = world.log.append
+
+    def zombie_first(record: IntentRecord) -> int:
+        if record.state == "done" and record.batch_id == 0:  # the replay's rewrite of the shadowed state
+            world.log.append = appended  # type: ignore[method-assign]
+            with contextlib.suppress(TransactionError):
+                world.committer().commit(Q, 1, zombie_results, True, recovered=zombie_state)
+        return appended(record)
+
+    world.log.append = zombie_first  # type: ignore[method-assign]
+    with contextlib.suppress(TransactionError):
+        world.sink_runner_commit(Q, 1, replay_results)
+    visible = Counter(world.coordinator.visible)
+    assert max(visible.values()) == 1, visible
+
+
+def test_an_intent_stored_twice_by_a_retried_append_counts_and_commits() -> None:
+    """Second review: the intent log's producer is not idempotent, so a retried append whose first attempt
+    was stored writes the intent twice, and the delivery report names the second copy. The copy changes
+    nothing (it equals the state): the batch commits, nothing is aborted."""
+    world = World(timeout_ms=TIMEOUT)
+    run_batch(world, Q, 0)
+    world.make_writer(Q)
+    results = world.run_tasks(rows_of(1))
+    appended = world.log.append
+
+    def twice(record: IntentRecord) -> int:
+        if record.state == "intent":
+            appended(record)  # stored, its answer lost: the retry stores it again
+        return appended(record)
+
+    world.log.append = twice  # type: ignore[method-assign]
+    world.sink_runner_commit(Q, 1, results)
+    world.log.append = appended  # type: ignore[method-assign]
+    assert world.make_writer(Q).latest[Q].state == "done"
+    assert Counter(world.coordinator.visible) == flat(rows_of(0)) + flat(rows_of(1))
+    assert world.counters["aborted"] == 0
