@@ -27,13 +27,13 @@ from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from sparkafka.local import ApacheKafka
 from sparkafka.local.spark import local_spark, stop_spark
 from sparkafka.local.spark_kafka_dist import spark_jars
 from sparkafka.source.options import parse_source_options
 from sparkafka.source.reader import KafkaStreamReader
+from sparkafka.spark_lines import ReadMaxRows
 
 HOUR, MINUTE = 3_600_000, 60_000
 T = 1_700_000_000_000 // HOUR * HOUR

@@ -43,7 +43,6 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from source_throughput import fill
 from sparkafka.client.core import close_all
@@ -53,6 +52,7 @@ from sparkafka.source import fetch
 from sparkafka.source.fetch import OffsetRange, arrow_schema, read_ranges
 from sparkafka.source.options import parse_source_options
 from sparkafka.source.reader import KafkaStreamReader
+from sparkafka.spark_lines import ReadMaxRows
 from sparkafka.structs import TopicPartition
 
 PARTS = ("driver", "reader", "spark", "sink")

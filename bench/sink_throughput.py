@@ -25,11 +25,12 @@ from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSource, WriterCommitMessage
 
 from sparkafka import register
 from sparkafka.local import ApacheKafka, EmbeddedBroker
 from sparkafka.local.spark import local_spark, stop_spark
+from sparkafka.spark_lines import StreamArrowWriter
 from steady import Rates, query_rates
 
 NOTHING = "python_nothing"
@@ -73,7 +74,7 @@ def raw_producer(conf: dict[str, str], topic: str, records: int, per_txn: int | 
     return records / elapsed
 
 
-class _NothingWriter(DataSourceStreamArrowWriter):
+class _NothingWriter(StreamArrowWriter):  # type: ignore[misc]
     """Reads every Arrow batch Spark sends and does nothing with it."""
 
     def write(self, iterator: Any) -> WriterCommitMessage:

@@ -26,6 +26,7 @@ from pyspark.sql.types import StructType
 from sparkafka.client.contact import FIRST_CONTACT_S
 from sparkafka.errors import ConfigError, SparkafkaError
 from sparkafka.source.options import NETWORK_TIMEOUT_ENV, parse_source_options
+from sparkafka.spark_lines import in_python_worker
 
 if TYPE_CHECKING:
     from sparkafka.sink.options import SinkOptions
@@ -63,9 +64,10 @@ def sentence_errors(method: Callable[P, R]) -> Callable[P, R]:
     Our errors are sentences that name the option and the fix, so for them, and only for them, the
     worker is told to report ``sparkafka.errors.ConfigError: <sentence>`` alone, on the message's first
     line (2 lines in all; the second is Spark's `` SQLSTATE: 38000``). Other exceptions (bugs) keep their
-    traceback. Only inside a Spark Python worker (``SPARK_PYTHON_RUNTIME``), which exits after reporting
-    a failure (PySpark 4.3: ``worker_run``, the streaming source runner, ``worker.main`` all ``sys.exit``),
-    so the setting dies with the failure it was made for; elsewhere (tests, a driver) nothing is changed.
+    traceback. Only inside a Spark Python worker (``spark_lines.in_python_worker``), which exits after
+    reporting a failure (``worker_run``, the streaming source runner, ``worker.main`` all ``sys.exit``, on
+    every line), so the setting dies with the failure it was made for; elsewhere (tests, a driver) nothing
+    is changed.
     """
 
     @functools.wraps(method)
@@ -73,7 +75,7 @@ def sentence_errors(method: Callable[P, R]) -> Callable[P, R]:
         try:
             return method(*args, **kwargs)
         except SparkafkaError:
-            if os.environ.get("SPARK_PYTHON_RUNTIME") == "PYTHON_WORKER":
+            if in_python_worker():
                 os.environ[HIDE_TRACEBACK_ENV] = "1"
             raise
 

@@ -55,9 +55,13 @@ def _worker_report(error: BaseException) -> str:
     return out.read()[4:].decode()
 
 
-@pytest.fixture
-def in_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SPARK_PYTHON_RUNTIME", "PYTHON_WORKER")  # as Spark's runners set it
+@pytest.fixture(params=["4.2 and later", "4.0 and 4.1"])
+def in_worker(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    if request.param == "4.2 and later":
+        monkeypatch.setenv("SPARK_PYTHON_RUNTIME", "PYTHON_WORKER")  # as Spark's runners set it
+    else:  # no SPARK_PYTHON_RUNTIME: the worker factory's variables say it (spark_lines.in_python_worker)
+        monkeypatch.delenv("SPARK_PYTHON_RUNTIME", raising=False)
+        monkeypatch.setenv("PYTHON_WORKER_FACTORY_SECRET", "s3cret")
     monkeypatch.delenv(HIDE_TRACEBACK_ENV, raising=False)
 
 
@@ -78,6 +82,12 @@ def test_any_other_error_keeps_its_traceback() -> None:
 
 def test_outside_a_spark_worker_nothing_is_changed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SPARK_PYTHON_RUNTIME", raising=False)
+    for name in (
+        "PYTHON_WORKER_FACTORY_SECRET",
+        "PYTHON_WORKER_FACTORY_PORT",
+        "PYTHON_WORKER_FACTORY_SOCK_PATH",
+    ):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv(HIDE_TRACEBACK_ENV, raising=False)
     with pytest.raises(ConfigError):
         _fails(ConfigError("x"))

@@ -1,6 +1,7 @@
 """The package layout's one rule, read from the code's own imports: nothing imports upward.
 
-Layers, bottom to top: the base (errors, structs, metrics files, Kafka's algorithms), the client layer, the
+Layers, bottom to top: the base (errors, structs, metrics files, Kafka's algorithms), the client layer and
+what differs between PySpark lines (``spark_lines``), the
 product's parts (source, sink, registry, and the options reader they share), the Spark-facing adapters, the
 operator tools, the pipeline runner, development support (``sparkafka.local``: only the CLI's ``broker``
 and ``demo`` import it), the CLI. The package root (``sparkafka``: ``register``, the metrics readers)
@@ -23,6 +24,7 @@ LAYERS: dict[str, int] = {
     "metrics_files": 0,
     "kafka": 0,
     "client": 1,
+    "spark_lines": 1,
     "registry": 2,
     "source": 2,
     "sink": 2,

@@ -39,6 +39,7 @@ from sparkafka.registry.codec import (
     writer_type,
 )
 from sparkafka.registry.formats import WIRE_FORMATS, wire_format
+from sparkafka.spark_lines import require_arrow_udf
 
 __all__ = ["SchemaRegistry", "decode_spec", "encode_spec", "from_registry", "to_registry"]
 
@@ -93,20 +94,21 @@ def decode_spec(
 
 
 def _spark_type(t: Any) -> Any:
-    from pyspark.sql.pandas.types import from_arrow_type
+    from sparkafka.spark_lines import from_arrow_type
 
     return from_arrow_type(t)
 
 
 def _arrow_type(t: Any) -> Any:
-    from pyspark.sql.pandas.types import to_arrow_type
     from pyspark.sql.types import DataType, _parse_datatype_string
+
+    from sparkafka.spark_lines import to_arrow_type
 
     if isinstance(t, str):
         t = _parse_datatype_string(t)
     if not isinstance(t, DataType):
         raise ConfigError(f"schema must be a Spark DataType or DDL string, not {type(t).__name__}")
-    return to_arrow_type(t, timezone="UTC")
+    return to_arrow_type(t)
 
 
 def from_registry(
@@ -149,6 +151,7 @@ def decode_column(data: Any, spec: DecodeSpec, errors: OnError = "column") -> An
                 raise RegistryError(f"undecodable record: {bad[0]} ({len(bad)} in this batch)")
         return out
 
+    require_arrow_udf(f"decoding {spec.format} from a Schema Registry")
     udf = sf.arrow_udf(decode, result)  # type: ignore[attr-defined]
     column = udf(sf.col(data) if isinstance(data, str) else data)
     return column if errors == "column" else column.getField("value")
@@ -246,5 +249,6 @@ def encode_column(data: Any, spec: EncodeSpec) -> Any:
     def encode(column: pa.Array) -> pa.Array:
         return encode_array(spec, column)
 
+    require_arrow_udf("encoding for a Schema Registry")
     udf = sf.arrow_udf(encode, "binary")  # type: ignore[attr-defined]
     return udf(sf.col(data) if isinstance(data, str) else data)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from sparkafka.errors import ConfigError
 from sparkafka.metrics_files import add_counts, query_sink_path
@@ -33,6 +33,7 @@ from sparkafka.sink.modes import StreamBatch
 from sparkafka.sink.options import InputColumns, SinkOptions
 from sparkafka.sink.task import TaskResult, write_task
 from sparkafka.sink.twophase import TwoPhaseCommitter, claim_transactional_ids
+from sparkafka.spark_lines import StreamArrowWriter
 
 __all__ = ["SPECULATION_ENV", "KafkaBatchWriter", "KafkaCommitMessage", "KafkaStreamWriter"]
 
@@ -194,8 +195,8 @@ class _Writer:
         TwoPhaseCommitter.for_options(self._options).abort(query_id, batch_id, results)
 
 
-class KafkaStreamWriter(_Writer, DataSourceStreamArrowWriter):
-    """``writeStream.format("sparkafka")``."""
+class KafkaStreamWriter(_Writer, StreamArrowWriter):  # type: ignore[misc]
+    """``writeStream.format("sparkafka")``: Arrow batches in on every PySpark line (``spark_lines``)."""
 
     def __init__(self, options: SinkOptions, columns: InputColumns) -> None:
         """Made for every micro-batch, before its tasks start: exactly-once recovery runs here."""

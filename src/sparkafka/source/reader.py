@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from sparkafka.errors import ConfigError
 from sparkafka.source import shutdown
@@ -46,6 +45,14 @@ from sparkafka.source.planning import (
     resolve_startup,
     split_ranges,
     topic_ids_from_json,
+)
+from sparkafka.spark_lines import (
+    ADMISSION_CONTROL,
+    PYSPARK_VERSION,
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
 )
 from sparkafka.structs import TopicPartition
 
@@ -222,6 +229,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._aligner: EventTimeAligner | None = None
         self._metrics: SourceMetrics | None = None
         """The metrics file's contents when no committer writes it (event-time status only)."""
+        self._last_end: dict[str, Any] | None = None
+        """The end of the batch planned last, where Spark gives ``latestOffset`` no start (PySpark 4.0, 4.1:
+        ``spark_lines.ADMISSION_CONTROL``): from ``initialOffset``, ``partitions`` and ``latestOffset``."""
+        if not ADMISSION_CONTROL and options.max_records_per_trigger:
+            _warn_available_now_once(options.max_records_per_trigger)
 
     def __getstate__(self) -> dict[str, Any]:
         """The state pickled for the workers, without the driver-side parts that hold Kafka clients."""
@@ -278,11 +290,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         start = resolve_startup(
             self._options, self._planner.metadata, found.partitions, found.topic_ids, found.cluster_id
         )
-        return offsets_to_json(start, found.topic_ids)
+        initial = offsets_to_json(start, found.topic_ids)
+        self._last_end = self._last_end or initial
+        return initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        from pyspark.sql.streaming.datasource import ReadAllAvailable
-
         limit = self._options.max_records_per_trigger
         return ReadMaxRows(limit) if limit else ReadAllAvailable()
 
@@ -291,9 +303,21 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self._planner.metadata.latest(tps)
         log.info("Trigger.AvailableNow: reading up to %s", offsets_to_json(self._target))
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+    def latestOffset(
+        self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None
+    ) -> dict[str, Any]:
+        """The next batch's end. PySpark 4.2 and later give the start (the end of the batch last committed)
+        and the read limit; 4.0 and 4.1 give neither (``spark_lines``): the start is then the end of the
+        batch this reader planned last, which Spark runs to its commit before asking again, and the limit
+        the source's own (``maxOffsetsPerTrigger``)."""
+        if start is None:
+            start = self._last_end if self._last_end is not None else self.initialOffset()
+        if limit is None:
+            limit = self.getDefaultReadLimit()
         with shutdown.guard.critical():
-            return self._latest_offset(start, limit)
+            end = self._latest_offset(start, limit)
+        self._last_end = end
+        return end
 
     def _latest_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         committer = self.committer
@@ -385,6 +409,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offsets_to_json(self._reported, self._reported_ids) if self._reported is not None else None
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        # PySpark 4.0/4.1 tell a restarted reader where the query stands this way (partitions(last, last)),
+        # and replay an uncommitted batch: the start of the next latestOffset() when Spark gives none.
+        self._last_end = end
         return self._planner.plan(
             offsets_from_json(start), offsets_from_json(end), recorded=plan_from_json(end)
         )
@@ -404,6 +431,24 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             log.info("source stopped; group commits: %s", self._committer.metrics.to_json())
         else:
             log.info("source stopped")
+
+
+_warned_available_now = False
+
+
+def _warn_available_now_once(max_records: int) -> None:
+    """On a PySpark without admission control, say once per process what ``Trigger.AvailableNow`` does."""
+    global _warned_available_now  # noqa: PLW0603 - once per process, as librdkafka's own warnings are
+    if _warned_available_now:
+        return
+    _warned_available_now = True
+    log.warning(
+        "PySpark %s runs Trigger.AvailableNow for a Python source as a single batch (as Trigger.Once), "
+        "which maxOffsetsPerTrigger=%d caps: such a query reads at most that many records and ends; "
+        "processingTime triggers keep the cap batch by batch. PySpark 4.2 runs AvailableNow to the end",
+        PYSPARK_VERSION,
+        max_records,
+    )
 
 
 class KafkaBatchReader(DataSourceReader):

@@ -13,13 +13,13 @@ from collections.abc import Iterable
 from typing import Any
 
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from sparkafka.errors import DataLossError, PartitionsGoneError
 from sparkafka.source.data_loss import Loss, find_losses, next_positions, report, sort
 from sparkafka.source.options import Subscription, parse_source_options
 from sparkafka.source.planning import PLAN_KEY, Discovery, offsets_from_json, offsets_to_json
 from sparkafka.source.reader import KafkaStreamReader
+from sparkafka.spark_lines import ReadAllAvailable
 from sparkafka.structs import GroupOffset, TopicPartition
 
 T0, T1, U0 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
@@ -394,3 +394,19 @@ def test_a_topic_the_user_may_no_longer_describe_is_not_taken_for_deleted(fail: 
         latest(reader, start)
     cluster.logs[tp], cluster.refused = (0, 10), frozenset()  # granted again: the query goes on from 4
     assert offsets_from_json(latest(reader, start)) == {tp: 10}
+
+
+def test_without_admission_control_the_reader_plans_from_its_last_batch_and_caps_it_itself() -> None:
+    """PySpark 4.0 and 4.1 call ``latestOffset()`` with no start and no limit (``spark_lines``): the reader
+    starts from the end of the batch it planned last (after a restart: what ``partitions`` last said) and
+    keeps ``maxOffsetsPerTrigger`` itself."""
+    cluster = Cluster({T0: (0, 100)}, {"t": OLD_ID})
+    reader = stream(cluster, startingOffsets="earliest", maxOffsetsPerTrigger="30")
+    reader.initialOffset()
+    first = reader.latestOffset()
+    assert offsets_from_json(first) == {T0: 30}
+    reader.partitions({"t": {"0": 0}}, first)
+    assert offsets_from_json(reader.latestOffset()) == {T0: 60}
+    restarted = stream(cluster, startingOffsets="earliest", maxOffsetsPerTrigger="30")
+    restarted.partitions({"t": {"0": 90}}, {"t": {"0": 90}})  # Spark's setLatestSeenOffset on a restart
+    assert offsets_from_json(restarted.latestOffset()) == {T0: 100}

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from sparkafka.ops.query_progress import offsets_of
 from sparkafka.source.assignment import CORES_ENV, assign_tasks, default_task_count, spark_cores
@@ -28,6 +27,7 @@ from sparkafka.source.planning import (
     plan_from_json,
 )
 from sparkafka.source.reader import KafkaInputPartition, KafkaStreamReader, _Planner
+from sparkafka.spark_lines import ReadAllAvailable, ReadMaxRows
 from sparkafka.structs import TopicPartition
 from tests.unit.source.test_data_loss import Cluster as DataLossCluster
 
