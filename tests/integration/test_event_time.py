@@ -143,6 +143,7 @@ def aligned(spark: Any, bootstrap: str, topic: str) -> Any:
     )
 
 
+@pytest.mark.lines
 def test_spark_drops_a_lagging_partition_as_late_and_aligned_sparkafka_drops_nothing(
     spark: Any, bootstrap: str, skewed: Skewed, tmp_path: Path
 ) -> None:

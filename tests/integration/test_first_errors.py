@@ -37,6 +37,7 @@ def _read(spark: Any, bootstrap: str, stream: bool = False, **options: str) -> A
     return reader.load()
 
 
+@pytest.mark.lines
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_bad_source_option_is_the_first_line(spark: Any, bootstrap: str, stream: bool) -> None:
     with pytest.raises(Exception) as raised:  # noqa: PT011 - PySpark's AnalysisException, checked below
@@ -48,6 +49,7 @@ def test_a_bad_source_option_is_the_first_line(spark: Any, bootstrap: str, strea
     assert "Traceback" not in str(raised.value)
 
 
+@pytest.mark.lines
 def test_a_bad_sink_option_is_the_first_line(spark: Any, bootstrap: str, tmp_path: Path) -> None:
     writer = (
         spark.range(3)

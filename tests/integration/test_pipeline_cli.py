@@ -97,6 +97,7 @@ def run_until(
     return out
 
 
+@pytest.mark.lines
 def test_pipeline_runs_stops_on_ctrl_c_and_resumes_exactly_once(
     kafka: Kafka, bootstrap: str, tmp_path: Path
 ) -> None:

@@ -24,6 +24,7 @@ from tests.support.kafka import Kafka
 from tests.support.wait import pid_alive, wait_until
 
 
+@pytest.mark.lines
 def test_batch_write_exactly_once_with_keys_on_java_partitions(
     spark: Any, kafka: Kafka, bootstrap: str
 ) -> None:
@@ -157,6 +158,7 @@ def counters(prefix: str | None, **nonzero: int) -> dict[str, int]:
 # Four crash tests in real processes; the full decision table (every fault point x in time, timed out,
 # partly committed x streaming, batch write) runs against the coordinator model in
 # tests/unit/sink/test_twophase.py.
+@pytest.mark.lines
 @pytest.mark.parametrize("point", ["after_first_txn", "commit_end"])
 def test_exactly_once_survives_a_driver_kill(
     spark: Any, kafka: Kafka, bootstrap: str, tmp_path: Path, point: str

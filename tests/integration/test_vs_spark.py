@@ -65,6 +65,7 @@ def produce_varied(conf: dict[str, str], topic: str, partitions: int, n: int, t0
     assert producer.flush(30) == 0
 
 
+@pytest.mark.lines
 @pytest.mark.parametrize("fetcher", ["native", "python"])
 def test_batch_reads_give_the_same_rows_earliest_to_latest_with_headers(
     spark: Any, kafka_conf: dict[str, str], bootstrap: str, kafka: Kafka, fetcher: str
@@ -189,6 +190,7 @@ def _stream_rows(spark: Any, reader: Any, checkpoint: str, trigger: dict[str, An
         query.stop()
 
 
+@pytest.mark.lines
 def test_streaming_reads_give_the_same_rows_available_now_and_rate_limited(
     spark: Any, kafka_conf: dict[str, str], bootstrap: str, kafka: Kafka, tmp_path: Any
 ) -> None:
@@ -213,6 +215,7 @@ def test_streaming_reads_give_the_same_rows_available_now_and_rate_limited(
             assert min(their_batches, our_batches) >= 5
 
 
+@pytest.mark.lines
 @pytest.mark.parametrize("fetcher", ["native", "python"])
 def test_read_committed_skips_the_same_aborted_records(
     spark: Any, kafka_conf: dict[str, str], bootstrap: str, kafka: Kafka, fetcher: str
@@ -262,6 +265,7 @@ def _records(conf: dict[str, str], topics: list[str]) -> dict[str, list[Row]]:
     return {t: [r for _, _, r in sorted(records)] for t, records in got.items()}
 
 
+@pytest.mark.lines
 @pytest.mark.parametrize("delivery", ["at_least_once", "exactly_once"])
 def test_both_sinks_write_the_same_records(
     spark: Any,

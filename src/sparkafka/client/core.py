@@ -382,13 +382,14 @@ def new_producer(settings: Mapping[str, Any]) -> Any:
     return Producer(logged(producer_settings(settings)))
 
 
-def new_kafka_python_client(conf: Mapping[str, str]) -> Any:
-    """kafka-python's network client, for the protocol steps librdkafka lacks (EndTxn, raw fetches)."""
+def new_kafka_python_client(conf: Mapping[str, str], **settings: Any) -> Any:
+    """kafka-python's network client, for the protocol steps librdkafka lacks (EndTxn, raw fetches);
+    ``settings`` are kafka-python's own (``receive_message_max_bytes`` for a raw fetch's answers)."""
     from kafka.net.compat import KafkaNetClient
 
     from sparkafka.client.conf import to_kafka_python_config
 
-    return KafkaNetClient(**to_kafka_python_config(conf))
+    return KafkaNetClient(**to_kafka_python_config(conf), **settings)
 
 
 def new_kafka_python_admin(conf: Mapping[str, str], timeout_s: float) -> Any:

@@ -144,6 +144,14 @@ def parse_batches(partition: int, data: bytes, with_records: bool = True) -> lis
     return batches
 
 
+_FETCH_MAX_BYTES = 8 * 1024 * 1024
+"""What one fetch (of one partition) asks for at most: a batch larger than this still comes whole (Kafka
+returns the first batch whatever the limit)."""
+_RECEIVE_MAX_BYTES = 4 * _FETCH_MAX_BYTES
+"""The largest answer the connection takes: a first batch over the fetch limit comes whole (up to the
+broker's ``message.max.bytes``, 1 MB by default; topics may raise it)."""
+
+
 class _Log:
     """One kafka-python connection reading raw batches of one topic's partitions."""
 
@@ -151,7 +159,10 @@ class _Log:
         self.conf = conf
         self.topic = topic
         self.timeout_s = timeout_s
-        self.client: Any = new_kafka_python_client(conf)
+        # kafka-python's network client refuses an answer over 1 MB unless told (InvalidReceiveError
+        # "Invalid frame length"): a fetch of a partition with more than that to give failed until its
+        # time-out (the soak's oracle, 2.4 MB; the exactly-once sink's marker search alike).
+        self.client: Any = new_kafka_python_client(conf, receive_message_max_bytes=_RECEIVE_MAX_BYTES)
         try:
             self.client.check_version(timeout_ms=int(timeout_s * 1000))
             self._ask(self.refresh, f"metadata of {topic}")
@@ -292,12 +303,12 @@ class _Log:
             self._wait(deadline, f"no leader for {where}")
             return None
         fetch_partition = FetchRequest.FetchTopic.FetchPartition(
-            partition=partition, fetch_offset=offset, partition_max_bytes=8 * 1024 * 1024
+            partition=partition, fetch_offset=offset, partition_max_bytes=_FETCH_MAX_BYTES
         )
         request = FetchRequest(
             max_wait_ms=500,
             min_bytes=1,
-            max_bytes=64 * 1024 * 1024,
+            max_bytes=_FETCH_MAX_BYTES,
             isolation_level=0,
             session_id=0,
             session_epoch=-1,

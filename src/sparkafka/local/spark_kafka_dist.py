@@ -13,32 +13,60 @@ kafka-clients 3.9.2 and commons-pool2); ``spark_kafka/spark-kafka-jars.sha256`` 
 
 from __future__ import annotations
 
+import pyspark
+
 from sparkafka.local.maven_dist import MavenDist
 
-__all__ = ["SPARK_KAFKA", "SPARK_KAFKA_VERSION", "spark_jars"]
+__all__ = ["SPARK_KAFKA", "SPARK_KAFKA_BY_LINE", "SPARK_KAFKA_VERSION", "spark_jars", "spark_line"]
 
 SPARK_KAFKA_VERSION = "4.2.0"
 """The connector's version: the newest on Maven Central on 2026-11-24 (PySpark 4.3's own is not served)."""
 
-SPARK_KAFKA = MavenDist(
-    title=f"Spark's Kafka connector {SPARK_KAFKA_VERSION}",
-    coordinate=f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK_KAFKA_VERSION}",
-    data="spark_kafka",
-    checksums="spark-kafka-jars.sha256",
-    folder=f"spark-sql-kafka-{SPARK_KAFKA_VERSION}",
-    size="about 12 MB",
-)
+
+def _dist(version: str, data: str, checksums: str = "spark-kafka-jars.sha256") -> MavenDist:
+    return MavenDist(
+        title=f"Spark's Kafka connector {version}",
+        coordinate=f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version}",
+        data=data,
+        checksums=checksums,
+        folder=f"spark-sql-kafka-{version}",
+        size="about 12 MB",
+    )
+
+
+SPARK_KAFKA = _dist(SPARK_KAFKA_VERSION, "spark_kafka")
+
+SPARK_KAFKA_BY_LINE = {
+    "4.0": _dist("4.0.4", "spark_kafka_4_0"),
+    "4.1": _dist("4.1.3", "spark_kafka_4_1"),
+    "4.2": SPARK_KAFKA,
+    "4.3": SPARK_KAFKA,
+}
+"""Each PySpark line's connector (the tests' matrix of lines, issue 51): its own line's newest on Maven
+Central, 4.2.0 for 4.3 (whose own is not served)."""
+
+
+def spark_line() -> str:
+    """The installed PySpark's line, ``4.3``: which connector the side-by-side tests put beside it (test
+    support only; the product tells lines apart by what PySpark offers, ``sparkafka.spark_lines``)."""
+    return ".".join(pyspark.__version__.split(".")[:2])
 
 
 def spark_jars(quiet: bool = True) -> str:
-    """The connector's jars as a ``spark.jars`` value (comma-separated paths), installing them if needed.
+    """The connector's jars for the installed PySpark's line as a ``spark.jars`` value (comma-separated
+    paths), installing them if needed.
 
     Raises:
         BrokerError: Maven is missing or cannot fetch, or a jar does not match its checksum.
     """
-    libs = SPARK_KAFKA.install(quiet)
+    dist = SPARK_KAFKA_BY_LINE.get(spark_line(), SPARK_KAFKA)
+    libs = dist.install(quiet)
     return ",".join(str(p) for p in sorted(libs.glob("*.jar")))
 
 
 if __name__ == "__main__":
-    raise SystemExit(SPARK_KAFKA.main(None, "Install Spark's Kafka connector from Maven Central"))
+    raise SystemExit(
+        SPARK_KAFKA_BY_LINE.get(spark_line(), SPARK_KAFKA).main(
+            None, "Install Spark's Kafka connector of the installed PySpark's line from Maven Central"
+        )
+    )
