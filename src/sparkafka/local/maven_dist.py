@@ -31,6 +31,13 @@ from sparkafka.errors import BrokerError
 __all__ = ["MavenDist", "cache_dir"]
 
 _VERIFIED = ".verified"
+_CENTRAL_ONLY = """<settings><mirrors><mirror>
+  <id>central-only</id><mirrorOf>*</mirrorOf><url>https://repo1.maven.org/maven2</url>
+</mirror></mirrors></settings>
+"""
+"""Maven's settings for every fetch: Maven Central for every repository a pom names. Spark 4.0's and 4.1's
+poms name a Google mirror of it first, whose host does not resolve from every network (measured: here),
+and Maven stops at a transfer error rather than trying Central."""
 _DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -155,10 +162,14 @@ class MavenDist:
                 f"{self.title}'s jars are fetched with Maven, and `mvn` is not on PATH: install it "
                 f"(`apt-get install maven`){self.hint}"
             )
+        settings = pom.parent / "settings.xml"
+        settings.write_text(_CENTRAL_ONLY)
         cmd = [
             mvn,
             "-B",
             "-q",
+            "-s",
+            str(settings),
             f"-Dmaven.repo.local={cache_dir() / 'm2'}",
             "-f",
             str(pom),
