@@ -344,34 +344,29 @@ def bench_sink(spark: Any, conf: dict[str, str], args: argparse.Namespace) -> No
         (OURS, "exactly_once", {}),
         (OURS, "at_least_once/5", five),
     )
-    for fmt, delivery, options in cases:
-        topic = f"vs-warm-{uuid.uuid4().hex[:6]}"
-        create_topics(conf, 1, topic)
-        write_sink(
+
+    def into(case: tuple[str, str, dict[str, str]], source: str, rows: int, label: str) -> Any:
+        fmt, delivery, options = case
+        topic = f"{label}-{uuid.uuid4().hex[:6]}"
+        create_topics(conf, 1, topic)  # PARTITIONS (2) partitions, as the latency topics
+        return write_sink(
             spark,
             fmt,
-            delivery.split("/")[0],
+            delivery.split("/", maxsplit=1)[0],
             bootstrap=bootstrap,
-            data=warm,
+            data=source,
             topic=topic,
-            total=warm_rows,
+            total=rows,
             options=options,
         )
+
+    for case in cases:
+        into(case, warm, warm_rows, "vs-warm")
     print(f"sink: {args.sink_records:,} rows of 100 B, 8 files, 2 a micro-batch")
     result: dict[tuple[str, str], tuple[Rates, float]] = {}
-    for fmt, delivery, options in cases:
-        topic = f"vs-sink-{uuid.uuid4().hex[:6]}"
-        create_topics(conf, 1, topic)  # PARTITIONS (2) partitions, as the latency topics
-        rates, wall = write_sink(
-            spark,
-            fmt,
-            delivery.split("/")[0],
-            bootstrap=bootstrap,
-            data=data,
-            topic=topic,
-            total=args.sink_records,
-            options=options,
-        )
+    for case in cases:
+        fmt, delivery, _ = case
+        rates, wall = into(case, data, args.sink_records, "vs-sink")
         result[fmt, delivery] = rates, wall
         later = f"{rates.later_rate:,.0f}" if rates.later_rate else "-"
         print(

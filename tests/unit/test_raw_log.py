@@ -52,6 +52,7 @@ class Broker:
         self.topic_error = topic_error
         self.log_start = log_start
         self.refreshed = 0
+        self.client_settings: dict[str, Any] = {}
         self.cluster = SimpleNamespace(
             leader_for_partition=lambda _tp: 1,
             update_metadata=lambda _response: None,
@@ -85,7 +86,12 @@ class Broker:
 def broker(monkeypatch: pytest.MonkeyPatch) -> Any:
     def install(fetches: list[Any], log_start: int = 0, topic_error: int = 0) -> Broker:
         fake = Broker(fetches, log_start, topic_error)
-        monkeypatch.setattr(raw_log, "new_kafka_python_client", lambda _conf: fake)
+
+        def new_client(_conf: Any, **settings: Any) -> Broker:
+            fake.client_settings = settings
+            return fake
+
+        monkeypatch.setattr(raw_log, "new_kafka_python_client", new_client)
         return fake
 
     return install
@@ -170,3 +176,10 @@ def test_the_marker_search_does_not_take_a_refusal_for_a_broker_to_ask_again(
     handle = TxnHandle("eos-0", 7, 3, probe=MarkerProbe("t", 0, 2))
     with pytest.raises(AuthorizationError, match=r"^user etl may not READ topic t "):
         outcomes.KafkaEvidence(SASL, 10).find(handle, 0, 0)
+
+
+def test_the_client_takes_answers_larger_than_a_fetch_asks_for(broker: Any) -> None:
+    fake = broker([fetch_answer(6, batch(2, 8, 1, control=True) + batch(3, 7, 3, records=3))])
+    find_marker({}, TP, 7, (2, 6), timeout_s=10)
+    # kafka-python's default (1 MB) refused a partition's 2.4 MB answer; a fetch asks for up to 8 MB.
+    assert fake.client_settings["receive_message_max_bytes"] > raw_log._FETCH_MAX_BYTES
