@@ -45,9 +45,11 @@ import json
 import math
 import os
 import re
+import shutil
 import socket
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -290,6 +292,43 @@ def _proc(pid: int) -> dict[str, Any] | None:
     else:
         role = "other"
     return {"pid": pid, "ppid": ppid, "role": role, "rss": rss, "fds": fds, "threads": threads}
+
+
+def class_histogram(driver: GroupProcess | None) -> dict[str, tuple[int, int]]:
+    """The driver JVM's live objects by class (``jcmd GC.class_histogram``, after a full GC): class ->
+    (instances, bytes); empty when there is no driver JVM or jcmd cannot attach. About a second."""
+    jvms = [p for pid in (session_members(driver.pid) if driver else []) if (p := _proc(pid))]
+    jvm = next((p["pid"] for p in jvms if p["role"] == "driver JVM"), None)
+    jcmd = shutil.which("jcmd")
+    if jvm is None or jcmd is None:
+        return {}
+    done = subprocess.run(
+        [jcmd, str(jvm), "GC.class_histogram"], check=False, capture_output=True, text=True, timeout=120
+    )
+    found: dict[str, tuple[int, int]] = {}
+    for line in done.stdout.splitlines():
+        match = re.match(r"\s*\d+:\s+(\d+)\s+(\d+)\s+(\S+)", line)
+        if match:
+            found[match[3]] = (int(match[1]), int(match[2]))
+    return found
+
+
+def histogram_growth(
+    first: dict[str, tuple[int, int]], last: dict[str, tuple[int, int]], top: int = 12
+) -> list[str]:
+    """The classes whose live bytes grew most between two histograms, as lines to print."""
+    grown = sorted(
+        ((last[c][1] - first.get(c, (0, 0))[1], last[c][0] - first.get(c, (0, 0))[0], c) for c in last),
+        reverse=True,
+    )
+    return [f"  {b / 1e6:>+9.2f} MB {n:>+10,} objects  {c}" for b, n, c in grown[:top] if b > 0]
+
+
+def report_heap(histograms: list[dict[str, tuple[int, int]]]) -> None:
+    """Print what grew in the driver JVM's heap over the second half (nothing without both histograms)."""
+    if len(histograms) == 2 and histograms[0] and histograms[1]:
+        print("\nthe driver JVM's live objects that grew most over the second half (jcmd GC.class_histogram)")
+        print("\n".join(histogram_growth(histograms[0], histograms[1])))
 
 
 def _dir_size(path: Path) -> tuple[float, int]:
@@ -709,6 +748,7 @@ def run(args: argparse.Namespace) -> int:
         began = time.monotonic()
         plan = schedule(args, seconds)
         last_sample = -args.sample_every
+        histograms: list[dict[str, tuple[int, int]]] = []
         try:
             progressed, seen = time.monotonic(), 0
             while time.monotonic() - began < seconds:
@@ -725,10 +765,13 @@ def run(args: argparse.Namespace) -> int:
                 elif time.monotonic() - progressed > STALL_S:  # fed all along: a query that stopped
                     verdict.check(False, f"the exactly-once query made no batch for {STALL_S:.0f} s")
                     break
+                if not histograms and elapsed >= seconds / 2:  # the driver's heap, for what grows
+                    histograms.append(class_histogram(soak.driver))
                 if batches - last_sample >= args.sample_every:
                     progress = [p for p in soak.progress() if p["at"] >= time.time() - 60]
                     soak.sampler.take(soak.driver, soak.runs, batches, batch_timings(progress))
                     last_sample = batches
+            histograms.append(class_histogram(soak.driver))
             soak.feeder.halt.set()
             soak.feeder.join(180)
             if soak.feeder.error is not None:
@@ -755,6 +798,7 @@ def run(args: argparse.Namespace) -> int:
             f"\nbatches of the exactly-once query: {batches:,}; driver runs {soak.runs}; faults: "
             + (", ".join(f"{w} at {b}" for b, w in soak.faults) or "none")
         )
+        report_heap(histograms)
         png = Path(args.plot or work / "soak.png")
         if soak.sampler.rows:
             plot(soak.sampler.rows, png, soak.faults)

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar
 
+from pyspark.errors import AnalysisException
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -24,8 +25,10 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from sparkafka.client.contact import FIRST_CONTACT_S
+from sparkafka.driver_facts import adopt, facts_of, split_facts
+from sparkafka.driver_facts import install as install_driver_facts
 from sparkafka.errors import ConfigError, SparkafkaError
-from sparkafka.source.options import NETWORK_TIMEOUT_ENV, parse_source_options
+from sparkafka.source.options import parse_source_options
 from sparkafka.spark_lines import in_python_worker
 
 if TYPE_CHECKING:
@@ -190,6 +193,21 @@ class KafkaDataSource(DataSource):
     registered: ClassVar[bool] = True
     """Whether ``register`` registered this class (PySpark's lookup finds ``pyspark_sparkafka``'s)."""
 
+    def __init__(self, options: dict[str, str]) -> None:
+        # Spark's planner makes the data source, then pickles it to the processes that read and write.
+        rest, self.driver_facts = split_facts(options)
+        super().__init__(rest)
+
+    def _options(self) -> Any:
+        """The options, the driver's facts (``sparkafka.driver_facts``) put into this process first."""
+        adopt(self.driver_facts)
+        return self.options
+
+    @property
+    def _told(self) -> bool:
+        """Whether ``register`` ran in the driver: it registered this class, or it adds the facts."""
+        return self.registered or self.driver_facts is not None
+
     @classmethod
     def name(cls) -> str:
         return "sparkafka"
@@ -199,7 +217,7 @@ class KafkaDataSource(DataSource):
         # Spark asks for the schema at load(): validating here reports bad options, and brokers that do not
         # answer, before a query starts (endingOffsets is checked again, for streams, when the stream reader
         # is made). Not asked when the user gives a schema; the readers' lookups then report instead.
-        options = parse_source_options(self.options, batch=True, quiet=True)
+        options = parse_source_options(self._options(), batch=True, quiet=True)
         first_contact(options.kafka, self.options, options.metadata_timeout_ms)
         return source_schema(options.include_headers)
 
@@ -207,22 +225,22 @@ class KafkaDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         from sparkafka.source.reader import KafkaBatchReader
 
-        return KafkaBatchReader(parse_source_options(self.options, batch=True))
+        return KafkaBatchReader(parse_source_options(self._options(), batch=True))
 
     @sentence_errors
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from sparkafka.source.reader import KafkaStreamReader
 
-        return KafkaStreamReader(parse_source_options(self.options))
+        return KafkaStreamReader(parse_source_options(self._options()))
 
     @sentence_errors
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from sparkafka.sink.options import input_columns, parse_sink_options
         from sparkafka.sink.writer import KafkaStreamWriter
 
-        options = parse_sink_options(self.options)
+        options = parse_sink_options(self._options())
         columns = input_columns(schema, options)
-        check_registered(options, self.registered)
+        check_registered(options, self._told)
         first_contact(options.kafka, self.options, options.metadata_timeout_ms, once=True)
         check_sink_topic(options, once=True)
         return KafkaStreamWriter(options, columns)
@@ -241,10 +259,10 @@ class KafkaDataSource(DataSource):
                 "ErrorIfExists, is refused by Spark for Python data sources)"
             )
         # A micro-batch of an update-mode query (sparkafka.sink.modes) names its query and batch id.
-        raw, stream = split_stream_batch(self.options)
+        raw, stream = split_stream_batch(self._options())
         options = parse_sink_options(raw)
         columns = input_columns(schema, options)
-        check_registered(options, self.registered)
+        check_registered(options, self._told)
         first_contact(options.kafka, raw, options.metadata_timeout_ms, once=stream is not None)
         check_sink_topic(options, once=stream is not None)
         return KafkaBatchWriter(options, columns, stream)
@@ -257,7 +275,8 @@ def register(spark: Any) -> None:
     the context's worker environment (before registering, so the data source's workers get it):
     where a ``--py-files`` archive is, ``spark.speculation`` (the exactly-once sink refuses it), Spark's
     ``defaultParallelism`` (the source's default number of reader tasks, ``source.assignment``) and
-    ``spark.network.timeout`` (the source's default ``pollTimeoutMs``).
+    ``spark.network.timeout`` (the source's default ``pollTimeoutMs``); where Spark keeps the
+    ``pyspark_sparkafka`` it found instead (PySpark 4.0), with each query (``sparkafka.driver_facts``).
     And wraps PySpark's ``DataStreamWriter`` once per process, so that ``outputMode("update")`` works
     for ``format("sparkafka")`` (``sparkafka.stream_writer``; not on Spark Connect), and the calls that run
     a job or wait for a query, so that a failure in a task ends in sparkafka's sentence
@@ -271,11 +290,16 @@ def register(spark: Any) -> None:
     from sparkafka.stream_writer import install
 
     _ship_archive_to_driver_runners(spark)
-    _tell_workers_about_speculation(spark)
-    _tell_workers_about_cores(spark)
-    _tell_workers_about_network_timeout(spark)
+    spark.sparkContext.environment.update(facts_of(spark))
     _workers_on_this_interpreter(spark)
-    spark.dataSource.register(KafkaDataSource)
+    try:
+        spark.dataSource.register(KafkaDataSource)
+    except AnalysisException as e:
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
+            raise
+        # PySpark 4.0: the pyspark_sparkafka Spark found stays (sparkafka.driver_facts says how it is told).
+        log.info("format(\"sparkafka\") is pyspark_sparkafka's here: the driver's facts go with each query")
+        install_driver_facts()
     install()
     spark_errors.install()
 
@@ -307,25 +331,6 @@ def _workers_on_this_interpreter(spark: Any) -> None:
     if sc.pythonExec != sys.executable:
         log.info("Python workers run %s (PYSPARK_PYTHON is unset)", sys.executable)
         sc.pythonExec = sys.executable
-
-
-def _tell_workers_about_speculation(spark: Any) -> None:
-    from sparkafka.sink.writer import SPECULATION_ENV
-
-    speculation = spark.sparkContext.getConf().get("spark.speculation", "false")
-    spark.sparkContext.environment[SPECULATION_ENV] = str(speculation).strip().lower()
-
-
-def _tell_workers_about_cores(spark: Any) -> None:
-    from sparkafka.source.assignment import CORES_ENV
-
-    spark.sparkContext.environment[CORES_ENV] = str(spark.sparkContext.defaultParallelism)
-
-
-def _tell_workers_about_network_timeout(spark: Any) -> None:
-    # The source's pollTimeoutMs defaults to spark.network.timeout, as in Spark's connector.
-    timeout = spark.sparkContext.getConf().get("spark.network.timeout", "120s")
-    spark.sparkContext.environment[NETWORK_TIMEOUT_ENV] = str(timeout)
 
 
 def shipped_archive() -> str | None:

@@ -16,6 +16,8 @@ an Arrow writer for a stream sink             no     yes    yes    yes
 (``DataSourceStreamArrowWriter``)
 ``SPARK_PYTHON_RUNTIME`` in Python workers     no     no     yes    yes
 ``pyspark.sql.functions.arrow_udf``            no     yes    yes    yes
+``spark.dataSource.register`` replaces a       no     yes    yes    yes
+``pyspark_*`` data source Spark found
 ============================================ ====== ====== ====== ======
 
 Where a line lacks one, sparkafka keeps the semantics another way:
@@ -30,6 +32,9 @@ Where a line lacks one, sparkafka keeps the semantics another way:
   not (``write_into_data_source.py``), so the same code writes on every line.
 - **No ``SPARK_PYTHON_RUNTIME``** (4.0, 4.1): a Python worker is told by the variables Spark's worker factory
   sets for every Python process it starts (``in_python_worker``).
+- **No replacing a found data source** (4.0): ``register`` learns it from Spark's refusal
+  (``DATA_SOURCE_ALREADY_EXISTS``), keeps ``pyspark_sparkafka``'s, and sends the driver's facts with each
+  query instead of the worker environment, which that one's processes never get (``sparkafka.driver_facts``).
 - **No ``arrow_udf``** (4.0): the Schema Registry formats refuse at ``load()``/``start()`` in one sentence
   naming PySpark 4.1 (``ARROW_UDF``).
 """

@@ -1,0 +1,136 @@
+"""The driver's facts as an option (``sparkafka.driver_facts``, PySpark 4.0's found data source): added by
+the wrapped readers and writers for format("sparkafka") only, taken out of the options by the data source
+and into its process's environment, never seen by the option parsers. No JVM: fakes record the calls."""
+
+from __future__ import annotations
+
+import json
+import os
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from pyspark.sql.datasource import CaseInsensitiveDict
+
+from sparkafka import driver_facts, stream_writer
+from sparkafka.datasource import KafkaDataSource
+from sparkafka.driver_facts import FACTS_OPTION, split_facts
+from sparkafka.errors import ConfigError
+from sparkafka.sink.writer import SPECULATION_ENV
+from sparkafka.source.assignment import CORES_ENV
+from sparkafka.source.options import NETWORK_TIMEOUT_ENV
+from tests.unit.test_stream_writer import SINK, PySparkLikeWriter
+
+FACTS = {SPECULATION_ENV: "false", CORES_ENV: "3", NETWORK_TIMEOUT_ENV: "90s"}
+
+
+def fake_spark(speculation: str = "False") -> Any:
+    conf = {"spark.speculation": speculation, "spark.network.timeout": "90s"}
+    context = SimpleNamespace(getConf=lambda: SimpleNamespace(get=conf.get), defaultParallelism=3)
+    return SimpleNamespace(sparkContext=context)
+
+
+class Reader:
+    """PySpark's DataFrameReader as far as the wrapper uses it."""
+
+    def __init__(self) -> None:
+        self._spark = fake_spark()
+        self.sent: dict[str, str] = {}
+        self.loaded: list[Any] = []
+
+    def format(self, source: str) -> Reader:
+        return self
+
+    def option(self, key: str, value: Any) -> Reader:
+        self.sent[key] = str(value)
+        return self
+
+    def load(self, path: str | None = None, format: str | None = None, **options: Any) -> str:
+        self.loaded.append((path, format, options))
+        return "df"
+
+
+driver_facts.wrap(Reader, "load")
+driver_facts.wrap(Reader, "load")  # idempotent
+
+
+def test_a_sparkafka_read_carries_the_driver_s_facts() -> None:
+    reader = Reader()
+    assert reader.format("sparkafka").load() == "df"
+    assert json.loads(reader.sent[FACTS_OPTION]) == FACTS
+    assert reader.loaded == [(None, None, {})]
+
+
+@pytest.mark.parametrize("how", ["keyword", "format then keyword"])
+def test_the_format_given_to_load_decides(how: str) -> None:
+    reader = Reader()
+    if how == "keyword":
+        reader.load(format="SparKafka")
+        assert FACTS_OPTION in reader.sent
+    else:
+        reader.format("sparkafka").load(format="parquet")
+        assert FACTS_OPTION not in reader.sent
+
+
+def test_every_other_format_is_untouched() -> None:
+    reader = Reader()
+    reader.format("kafka").load()
+    Reader().load(path="/x")
+    assert reader.sent == {}
+
+
+class Both(PySparkLikeWriter):
+    pass
+
+
+@pytest.mark.parametrize("facts_first", [True, False])
+def test_update_mode_s_options_never_hold_the_facts_whichever_wraps_first(facts_first: bool) -> None:
+    cls = type("Writer", (Both,), {})
+    if facts_first:
+        driver_facts.wrap(cls, "start")
+        stream_writer.wrap(cls)
+    else:
+        stream_writer.wrap(cls)
+        driver_facts.wrap(cls, "start")
+    writer = cls()
+    writer._spark = fake_spark()
+    writer.format("sparkafka").outputMode("update").options(**SINK).start()
+    assert writer.batch_function._options == SINK
+    sent = [c for c in writer._jwrite.calls if c[:2] == ("option", FACTS_OPTION)]
+    assert [json.loads(c[2]) for c in sent] == [FACTS]
+
+
+def test_split_facts_takes_the_option_out_whatever_its_case() -> None:
+    given = CaseInsensitiveDict({"topic": "t", FACTS_OPTION: json.dumps(FACTS)})
+    rest, facts = split_facts(given)
+    assert facts == FACTS
+    assert dict(rest) == {"topic": "t"}
+    assert isinstance(rest, CaseInsensitiveDict)
+    assert "TOPIC" in rest
+    assert FACTS_OPTION in given  # the caller's map is left as it was
+    assert split_facts({"topic": "t"}) == ({"topic": "t"}, None)
+
+
+@pytest.mark.parametrize("value", ["", "[1]", '{"a": 1}', "not json"])
+def test_a_facts_option_set_by_hand_is_one_sentence(value: str) -> None:
+    with pytest.raises(ConfigError, match=f"option {FACTS_OPTION} is sparkafka's own"):
+        split_facts({FACTS_OPTION: value})
+
+
+def test_the_data_source_adopts_the_facts_in_the_process_that_uses_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in FACTS:  # set first, so that teardown removes what adopt puts
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+
+    class Found(KafkaDataSource):
+        registered = False
+
+    told = Found(CaseInsensitiveDict({"topic": "t", FACTS_OPTION: json.dumps(FACTS)}))
+    assert dict(told.options) == {"topic": "t"}
+    assert told._told
+    assert not Found(CaseInsensitiveDict({"topic": "t"}))._told
+    assert all(name not in os.environ for name in FACTS)  # made in the planner: nothing yet
+    told._options()
+    assert {name: os.environ[name] for name in FACTS} == FACTS
