@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "source": 2,
     "sink": 2,
     "datasource": 3,
+    "driver_facts": 3,
     "stream_writer": 3,
     "spark_errors": 3,
     "ops": 4,
