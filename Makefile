@@ -101,8 +101,18 @@ docs: $(STAMP)
 docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
 
+# The tests marked `lines` also run on each older PySpark line (scripts/test_lines.sh: a venv per line, one
+# pytest process with its own broker and SparkSession at a time), beside the main suite: the main suite's
+# processes spend most of their time waiting. Its output is printed when it ends (LINES_LOG).
+LINES_LOG := $(VENV)/test-lines.log
 test: setup spark-kafka lint
-	$(PY) -m pytest tests $(PARALLEL) --durations=12 --time-budget=30
+	@scripts/test_lines.sh > $(LINES_LOG) 2>&1 & lines=$$!; \
+	$(PY) -m pytest tests $(PARALLEL) --durations=12 --time-budget=30; main=$$?; \
+	wait $$lines; older=$$?; \
+	echo "== the older PySpark lines (scripts/test_lines.sh, $(LINES_LOG)): exit $$older"; \
+	grep -E '^(== |FAILED|ERROR|[0-9]+ (passed|failed))' $(LINES_LOG); \
+	[ $$older -eq 0 ] || tail -n 60 $(LINES_LOG); \
+	[ $$main -eq 0 ] && [ $$older -eq 0 ]
 
 # The inner loop: lint, unit tests, and the integration tests without the chaos and cluster suites, within
 # 12 minutes (the integration tests' share: 11; lint and the unit tests, in TEST_WORKERS processes, half a

@@ -609,6 +609,7 @@ def prepare(args: argparse.Namespace, work: Path, kafka: ApacheKafka) -> Soak:
         "max_per_batch": args.rate * 5,
         "out_partitions": PARTITIONS,
         "shuffle_partitions": SHUFFLE_PARTITIONS,
+        "spark_conf": dict(kv.split("=", 1) for kv in args.spark_conf),
     }
     config_path = work / "config.json"
     config_path.write_text(json.dumps(config, indent=2))
@@ -850,6 +851,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-every", type=int, default=50, help="batches of the exactly-once query")
     parser.add_argument("--epoch-headroom", type=int, default=300, help="bumps short of the last epoch")
     parser.add_argument("--plot", help="where the PNG goes (default: the run's work dir)")
+    parser.add_argument(
+        "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="the driver's Spark settings"
+    )
     parser.add_argument(
         "--ci", action="store_true", help="3 minutes, no faults, fails only on unmistakable growth"
     )

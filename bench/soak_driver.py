@@ -75,7 +75,7 @@ def main() -> None:
     spark = local_session(
         master="local[2,4]",
         app_name="sparkafka-soak",
-        config={"spark.sql.shuffle.partitions": str(config["shuffle_partitions"])},
+        config={"spark.sql.shuffle.partitions": str(config["shuffle_partitions"]), **config["spark_conf"]},
     )
     sparkafka.register(spark)
     queries = {name: start(spark, config, name, args.available_now) for name in QUERIES}

@@ -6,6 +6,9 @@
 #   scripts/test_lines.sh [LINE ...]      # default: every older line
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# This clone's sources, whichever clone made the line's venv (it serves them all): first on the path of the
+# tests, their subprocesses and Spark's Python workers.
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 lines=("$@")
 [ ${#lines[@]} -gt 0 ] || lines=(4.0 4.1 4.2)
 status=0

@@ -221,7 +221,21 @@ def pytest_configure(config: pytest.Config) -> None:
     """In the process that starts the run (pytest-xdist's controller, before its workers start; they and
     every subprocess inherit the environment): the JVMs' class-data-sharing archives, their builds started
     in the background where missing when the run has integration tests (a unit test run only takes what is
-    there). Options a user set are left alone."""
+    there). Options a user set are left alone.
+
+    In every process: on a PySpark whose ``collect`` leaves its socket for the garbage collector to close
+    (``pyspark.util._load_from_socket`` returns instead of yielding: 4.0 and 4.1, "The socket will be
+    automatically closed when garbage-collected"), that socket's ResourceWarning is PySpark's, not a test's.
+    """
+    import inspect
+
+    from pyspark import util as pyspark_util
+
+    if not inspect.isgeneratorfunction(pyspark_util._load_from_socket):
+        config.addinivalue_line(
+            "filterwarnings",
+            r"ignore:Exception ignored in. <socket\.socket:pytest.PytestUnraisableExceptionWarning",
+        )
     if hasattr(config, "workerinput"):
         return
     from tests.support.jvm_archives import prepare

@@ -63,3 +63,16 @@ def test_each_poll_hands_over_only_what_is_new_idle_triggers_to_the_exporter_onl
     assert (second.seen, second.exported) == (2, "2026-11-23T10:00:04.000Z")
     idle = fresh_progress([stamped(2, 4)], second.seen, second.exported)
     assert (idle.batches, idle.to_export, idle.seen) == ([], [], 2)
+
+
+def test_offsets_read_as_json_and_as_pyspark_4_0_s_repr_of_it() -> None:
+    from sparkafka.ops.query_progress import behind_latest, offsets_of
+
+    # PySpark 4.0 and 4.1 give a source's offsets in a progress as str() of the parsed JSON (measured, 4.0.5).
+    pyspark_4_0 = "{'t': {'0': 10, '1': 10}, '@topicIds': {'t': 'Ff0x'}, '@plan': {'tasks': 2}}"
+    assert offsets_of(pyspark_4_0) == {"t": {"0": 10, "1": 10}}
+    assert offsets_of('{"t": {"0": 10}}') == {"t": {"0": 10}}
+    assert offsets_of("not offsets") == {}
+    assert offsets_of("__import__('os')") == {}
+    source = {"latestOffset": "{'t': {'0': 25, '1': 30}}", "endOffset": '{"t": {"0": 20, "1": 30}}'}
+    assert behind_latest(source) == 5

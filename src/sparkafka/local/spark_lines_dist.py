@@ -1,11 +1,12 @@
 """PySpark's older lines for the tests' matrix (issue 51): one venv per line, outside the repository.
 
-Development support, run by ``make lines`` (and so by ``make test``): under ``<cache>/lines/<line>/venv``
-(``maven_dist.cache_dir``: ``~/.cache/sparkafka``) a venv with that line's PySpark (its sdist from PyPI,
-checked against the SHA-256 pinned here before it is installed), this tree's sparkafka (editable, without
-its dependencies, so the line's PySpark stays), the native fetch's wheel the main venv built, and what the
-tests that run on every line need. A second run finds the venv's stamp and does nothing; a changed pin or
-``pyproject.toml`` makes it anew.
+Development support, run by ``scripts/test_lines.sh`` (and so by ``make test``): under
+``<cache>/lines/<line>/venv`` (``maven_dist.cache_dir``: ``~/.cache/sparkafka``) a venv with that line's
+PySpark (its sdist from PyPI, checked against the SHA-256 pinned here before it is installed), sparkafka
+(editable, without its dependencies, so the line's PySpark stays; the test script puts its own clone's
+``src`` first on the path, so one venv serves every clone), the native fetch's wheel the main venv built,
+and what the tests that run on every line need. A second run finds the venv's stamp and does nothing; a
+changed pin or ``pyproject.toml`` makes it anew.
 
     python -m sparkafka.local.spark_lines_dist [--line 4.0] ...      # prints each venv's python
 """
@@ -62,7 +63,9 @@ def _home(line: str) -> Path:
 
 def _stamp(line: str) -> str:
     pin = LINES[line]
-    text = "\n".join([pin.version, pin.sha256, *_requirements(), *sorted(_native_wheels())])
+    # Names, not paths: a venv serves every clone (scripts/test_lines.sh puts the clone's src/ first).
+    wheels = sorted(Path(w).name for w in _native_wheels())
+    text = "\n".join([pin.version, pin.sha256, *_requirements(), *wheels])
     return hashlib.sha256(text.encode()).hexdigest()
 
 

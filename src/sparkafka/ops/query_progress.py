@@ -7,6 +7,7 @@ lines (``pipeline.progress``).
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,10 +33,23 @@ def offsets_of(text: Any) -> dict[str, dict[str, int]]:
     """
     if not text:
         return {}
-    data = json.loads(text) if isinstance(text, str) else text
+    data = _parsed(text) if isinstance(text, str) else text
     if not isinstance(data, dict):
         return {}
     return {k: v for k, v in data.items() if not k.startswith("@")}
+
+
+def _parsed(text: str) -> Any:
+    """An offsets text as Spark's progress gives it: JSON, or on PySpark 4.0 and 4.1 the Python repr of the
+    parsed JSON (their ``SourceProgress`` keeps ``str()`` of it); None when it is neither."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
 
 
 def behind_by_partition(source: Mapping[str, Any]) -> dict[tuple[str, str], int] | None:
