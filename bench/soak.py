@@ -96,6 +96,16 @@ INTENT_CONFIG = {
 """The intent logs (made here, before the sink would make them with hourly segments): compacted as soon as
 a segment rolls, every 30 s."""
 
+SPARK_CONF = {
+    "spark.ui.retainedTasks": "2000",  # 100,000
+    "spark.ui.retainedStages": "50",  # 1,000
+    "spark.ui.retainedJobs": "50",  # 1,000
+    "spark.sql.ui.retainedExecutions": "50",  # 1,000
+}
+"""The driver's status store (kept with the UI off) reaches its limits within minutes instead of an hour or
+more: filling to Spark's defaults made the driver's heap grow all through a 30-minute run
+(docs/benchmarks.md), which would hide a leak of sparkafka's. ``--spark-conf`` sets them back."""
+
 RETRIABLE = {14, 15, 16, 51}
 """COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS."""
 MAX_EPOCH = 32766
@@ -609,7 +619,7 @@ def prepare(args: argparse.Namespace, work: Path, kafka: ApacheKafka) -> Soak:
         "max_per_batch": args.rate * 5,
         "out_partitions": PARTITIONS,
         "shuffle_partitions": SHUFFLE_PARTITIONS,
-        "spark_conf": dict(kv.split("=", 1) for kv in args.spark_conf),
+        "spark_conf": {**SPARK_CONF, **dict(kv.split("=", 1) for kv in args.spark_conf)},
     }
     config_path = work / "config.json"
     config_path.write_text(json.dumps(config, indent=2))

@@ -155,6 +155,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
                 break  # nothing else can work
     console.print(table)
     console.print(f"{passed} passed, {failed} failed")
+    console.print(escape(version_text().rstrip()))
     return 1 if failed else 0
 
 
@@ -405,11 +406,33 @@ def _operation_s(args: argparse.Namespace) -> float:
     return float(args.timeout or DEFAULT_TIMEOUT_S)
 
 
-def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement per command and option
+def version_text() -> str:
+    """``sparkafka --version``: the version, the PySpark it runs on and what that line gives sparkafka
+    (``spark_lines.features``; imports PySpark, so only when asked)."""
     from sparkafka import __version__
+    from sparkafka.spark_lines import PYSPARK_VERSION, features
 
+    lines = [f"sparkafka {__version__} on PySpark {PYSPARK_VERSION}"]
+    lines += [f"  {'yes' if given else 'no ':<4}{what}" for what, given in features().items()]
+    return "\n".join(lines) + "\n"
+
+
+class _Version(argparse.Action):
+    """Prints ``version_text`` and exits, as argparse's own version action does with a fixed text."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, help: str = "") -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        sys.stdout.write(version_text())
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement per command and option
     parser = argparse.ArgumentParser(prog="sparkafka", description="Kafka for Spark, with Flink's semantics")
-    parser.add_argument("--version", action="version", version=f"sparkafka {__version__}")
+    parser.add_argument(
+        "--version", action=_Version, help="sparkafka's version, and what this PySpark gives it"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
     sub = parser.add_subparsers(dest="command", required=True)
 
