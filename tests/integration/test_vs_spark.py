@@ -245,6 +245,14 @@ def test_read_committed_skips_the_same_aborted_records(
         assert rows(ours.option("fetcher", fetcher).load()) == expected
 
 
+def _first_of_each_value(records: list[Row]) -> list[Row]:
+    """``records`` (partition, key, value, headers) without any whose value came before."""
+    first: dict[Any, Row] = {}
+    for record in records:
+        first.setdefault(record[2], record)
+    return list(first.values())
+
+
 def _records(conf: dict[str, str], topics: list[str]) -> dict[str, list[Row]]:
     """Every record of ``topics`` as a plain read_committed consumer sees it: by topic, in (partition,
     offset) order, as (partition, key, value, headers)."""
@@ -319,7 +327,10 @@ def test_both_sinks_write_the_same_records(
             if delivery == "exactly_once":
                 writer = writer.option("transactionalIdPrefix", f"vs-{uuid.uuid4().hex[:8]}")
         writer.save()
-    theirs = _records(kafka_conf, written["kafka"])
+    # Spark's sink is at least once: a task that failed (measured on a loaded machine: its producer expired
+    # records after 120 s) is run again and writes its records twice, a keyless one maybe to another
+    # partition. Each value (unique) counts once on its side, where it was first written; ours as written.
+    theirs = {t: _first_of_each_value(rs) for t, rs in _records(kafka_conf, written["kafka"]).items()}
     ours = _records(kafka_conf, written["sparkafka"])
     for their_topic, our_topic in zip(written["kafka"], written["sparkafka"], strict=True):
         assert len(theirs[their_topic]) == 200
