@@ -110,7 +110,11 @@ def test_version_and_run_help_point_at_documentation() -> None:
     import sparkafka
 
     version = subprocess.run([*SPARKAFKA, "--version"], capture_output=True, text=True, check=True)
-    assert version.stdout.strip() == f"sparkafka {sparkafka.__version__}"
+    from sparkafka.spark_lines import PYSPARK_VERSION, features
+
+    first, *given = version.stdout.splitlines()
+    assert first == f"sparkafka {sparkafka.__version__} on PySpark {PYSPARK_VERSION}"
+    assert len(given) == len(features())  # what this PySpark gives, a line each
     run_help = subprocess.run([*SPARKAFKA, "run", "--help"], capture_output=True, text=True, check=True)
     assert "docs/pipelines.md" in run_help.stdout
     assert ".py" not in run_help.stdout  # not a source file
