@@ -53,6 +53,11 @@ def spark_line() -> str:
     return ".".join(pyspark.__version__.split(".")[:2])
 
 
+def _line_dist() -> MavenDist:
+    """The connector for the installed PySpark's line (the newest pinned one for a line not listed)."""
+    return SPARK_KAFKA_BY_LINE.get(spark_line(), SPARK_KAFKA)
+
+
 def spark_jars(quiet: bool = True) -> str:
     """The connector's jars for the installed PySpark's line as a ``spark.jars`` value (comma-separated
     paths), installing them if needed.
@@ -60,14 +65,13 @@ def spark_jars(quiet: bool = True) -> str:
     Raises:
         BrokerError: Maven is missing or cannot fetch, or a jar does not match its checksum.
     """
-    dist = SPARK_KAFKA_BY_LINE.get(spark_line(), SPARK_KAFKA)
-    libs = dist.install(quiet)
+    libs = _line_dist().install(quiet)
     return ",".join(str(p) for p in sorted(libs.glob("*.jar")))
 
 
 if __name__ == "__main__":
     raise SystemExit(
-        SPARK_KAFKA_BY_LINE.get(spark_line(), SPARK_KAFKA).main(
+        _line_dist().main(
             None, "Install Spark's Kafka connector of the installed PySpark's line from Maven Central"
         )
     )
