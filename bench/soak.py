@@ -42,14 +42,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import re
-import shutil
 import socket
-import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -62,10 +57,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from soak_samples import (
+    INFORMATIONAL,
+    JVM_OPTS,
+    Sampler,
+    batch_timings,
+    plot,
+    report_heap,
+    series_names,
+    trend,
+)
 from sparkafka.client.core import admin_client, close_all
 from sparkafka.local.kafka_broker import ApacheKafka
-from sparkafka.local.procs import GroupProcess, session_members
-from sparkafka.metrics_files import metrics_dir
+from sparkafka.local.procs import GroupProcess
 from sparkafka.ops.committed_view import committed_view
 from sparkafka.sink.intents import intent_topic
 from sparkafka.sink.task import transactional_id
@@ -272,256 +276,6 @@ class Feeder(threading.Thread):
             self.error = e
 
 
-# -- samples ------------------------------------------------------------------------------------------
-
-
-_GC = re.compile(r"Pause.*?(\d+)M->(\d+)M\((\d+)M\)")
-
-
-def _proc(pid: int) -> dict[str, Any] | None:
-    """RSS (MB), descriptors, threads and a role of process ``pid``; None once it is gone."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        fds = len(os.listdir(f"/proc/{pid}/fd"))
-        ppid = int(re.search(r"PPid:\s+(\d+)", status)[1])  # type: ignore[index]
-    except (OSError, TypeError):
-        return None
-    rss = int(re.search(r"VmRSS:\s+(\d+)", status)[1]) / 1024 if "VmRSS" in status else 0.0  # type: ignore[index]
-    threads = int(re.search(r"Threads:\s+(\d+)", status)[1])  # type: ignore[index]
-    args = [a.decode(errors="replace") for a in cmd if a]
-    module = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "-m"), "")
-    if args and args[0].endswith("java"):
-        role = "driver JVM"
-    elif "soak_driver.py" in " ".join(args):
-        role = "driver Python"
-    elif module.endswith("python_streaming_source_runner"):
-        role = "source runners"
-    elif module:
-        role = "Python workers"
-    else:
-        role = "other"
-    return {"pid": pid, "ppid": ppid, "role": role, "rss": rss, "fds": fds, "threads": threads}
-
-
-def class_histogram(driver: GroupProcess | None) -> dict[str, tuple[int, int]]:
-    """The driver JVM's live objects by class (``jcmd GC.class_histogram``, after a full GC): class ->
-    (instances, bytes); empty when there is no driver JVM or jcmd cannot attach. About a second."""
-    jvms = [p for pid in (session_members(driver.pid) if driver else []) if (p := _proc(pid))]
-    jvm = next((p["pid"] for p in jvms if p["role"] == "driver JVM"), None)
-    jcmd = shutil.which("jcmd")
-    if jvm is None or jcmd is None:
-        return {}
-    done = subprocess.run(
-        [jcmd, str(jvm), "GC.class_histogram"], check=False, capture_output=True, text=True, timeout=120
-    )
-    found: dict[str, tuple[int, int]] = {}
-    for line in done.stdout.splitlines():
-        match = re.match(r"\s*\d+:\s+(\d+)\s+(\d+)\s+(\S+)", line)
-        if match:
-            found[match[3]] = (int(match[1]), int(match[2]))
-    return found
-
-
-def histogram_growth(
-    first: dict[str, tuple[int, int]], last: dict[str, tuple[int, int]], top: int = 12
-) -> list[str]:
-    """The classes whose live bytes grew most between two histograms, as lines to print."""
-    grown = sorted(
-        ((last[c][1] - first.get(c, (0, 0))[1], last[c][0] - first.get(c, (0, 0))[0], c) for c in last),
-        reverse=True,
-    )
-    return [f"  {b / 1e6:>+9.2f} MB {n:>+10,} objects  {c}" for b, n, c in grown[:top] if b > 0]
-
-
-def report_heap(histograms: list[dict[str, tuple[int, int]]]) -> None:
-    """Print what grew in the driver JVM's heap over the second half (nothing without both histograms)."""
-    if len(histograms) == 2 and histograms[0] and histograms[1]:
-        print("\nthe driver JVM's live objects that grew most over the second half (jcmd GC.class_histogram)")
-        print("\n".join(histogram_growth(histograms[0], histograms[1])))
-
-
-def _dir_size(path: Path) -> tuple[float, int]:
-    """(MB on disk, files) under ``path``: blocks, not lengths (Kafka preallocates its index files)."""
-    total, files = 0, 0
-    for root, _dirs, names in os.walk(path):
-        for name in names:
-            try:
-                total += (Path(root) / name).stat().st_blocks * 512
-                files += 1
-            except OSError:
-                pass
-    return total / 1e6, files
-
-
-@dataclass
-class Sampler:
-    """Takes the samples (see the module docstring) into ``rows``: one dict per sample."""
-
-    work: Path
-    kafka: ApacheKafka
-    bootstrap: str
-    prefixes: dict[str, str]
-    outputs: dict[str, str]
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    _gc_seen: int = 0
-
-    def heap_after_gc(self) -> float | None:
-        """The smallest heap after a GC since the last sample (MB), from the driver JVMs' GC logs."""
-        after: list[int] = []
-        for log in sorted(self.work.glob("gc-*.log")):
-            for line in log.read_text(errors="replace").splitlines():
-                match = _GC.search(line)
-                if match:
-                    after.append(int(match[2]))
-        fresh, self._gc_seen = after[self._gc_seen :], len(after)
-        return float(min(fresh)) if fresh else None
-
-    def take(self, driver: GroupProcess | None, run: int, batches: int, timings: dict[str, float]) -> None:
-        procs = [p for pid in (session_members(driver.pid) if driver else []) if (p := _proc(pid))]
-        row: dict[str, Any] = {"batches": batches, "run": run, "at": time.time(), **timings}
-        by_role: dict[str, list[dict[str, Any]]] = {}
-        for p in procs:
-            by_role.setdefault(p["role"], []).append(p)
-        for role, members in by_role.items():
-            row[f"{role} RSS MB (max)"] = max(m["rss"] for m in members)
-            row[f"{role} count"] = len(members)
-        row["descriptors (all)"] = sum(p["fds"] for p in procs)
-        row["threads (all)"] = sum(p["threads"] for p in procs)
-        row["descriptors (driver JVM)"] = sum(p["fds"] for p in by_role.get("driver JVM", []))
-        row["threads (driver JVM)"] = sum(p["threads"] for p in by_role.get("driver JVM", []))
-        heap = self.heap_after_gc()
-        if heap is not None:
-            row["driver heap after GC MB"] = heap
-        size, files = 0.0, 0
-        for ck in self.work.glob("ck-*"):
-            s, f = _dir_size(ck)
-            size, files = size + s, files + f
-        row["checkpoint MB"], row["checkpoint files"] = size, files
-        intents = 0.0
-        for prefix in self.prefixes.values():
-            for d in self.kafka.data_dir.glob(f"node-*/{intent_topic(prefix)}-0"):
-                intents += _dir_size(d)[0]
-        row["intent logs MB"] = intents
-        msize, mfiles = _dir_size(metrics_dir())
-        row["metrics files"], row["metrics MB"] = mfiles, msize
-        try:
-            partitions = [(t, p) for t in self.outputs.values() for p in range(PARTITIONS)]
-            partitions += [(intent_topic(prefix), 0) for prefix in self.prefixes.values()]
-            row["broker transactional ids"], row["broker producer ids"] = broker_counts(
-                self.bootstrap, partitions
-            )
-        except (OSError, RuntimeError, struct.error) as e:
-            print(f"  (broker counts not read: {e})", flush=True)
-        self.rows.append(row)
-
-
-def batch_timings(progress: list[dict[str, Any]]) -> dict[str, float]:
-    """Median planning (latestOffset + queryPlanning) and commit (addBatch + commitOffsets) ms per query."""
-    out: dict[str, float] = {}
-    for name in ("eos", "agg", "alo"):
-        lines = [p["durationMs"] for p in progress if p["query"] == name and p.get("rows")]
-        if lines:
-            out[f"{name} planning ms"] = statistics.median(
-                d.get("latestOffset", 0) + d.get("queryPlanning", 0) for d in lines
-            )
-            out[f"{name} addBatch+commit ms"] = statistics.median(
-                d.get("addBatch", 0) + d.get("commitOffsets", 0) for d in lines
-            )
-    return out
-
-
-# -- growth ---------------------------------------------------------------------------------------------
-
-FLOORS = {"MB": 5.0, "files": 5.0, "count": 1.0, "descriptors": 3.0, "threads": 3.0, "ms": 20.0, "ids": 3.0}
-"""Growth below these (per unit a series' name ends in) is flat whatever the noise: one more file now and
-then is no leak."""
-
-
-@dataclass
-class Trend:
-    series: str
-    first: float
-    last: float
-    slope: float
-    """Growth per 1,000 batches."""
-    noise: float
-    span: int
-    """Batches the fit spans."""
-    points: int
-
-    @property
-    def growth(self) -> float:
-        return self.slope * self.span / 1000
-
-    @property
-    def floor(self) -> float:
-        return next((v for k, v in FLOORS.items() if k in self.series), 1.0)
-
-    @property
-    def flat(self) -> bool:
-        return self.growth <= max(2 * self.noise, self.floor)
-
-
-def trend(rows: list[dict[str, Any]], series: str) -> Trend | None:
-    """The least-squares slope of ``series`` against batches over the last driver run in the second half
-    of the run (a driver's restart starts its processes' series afresh)."""
-    if not rows:
-        return None
-    half = rows[-1]["batches"] / 2
-    last_run = rows[-1]["run"]
-    points = [
-        (r["batches"], r[series])
-        for r in rows
-        if r["batches"] >= half and r["run"] == last_run and series in r
-    ]
-    if len(points) < 4:
-        return None
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx == 0:
-        return None
-    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
-    residuals = [y - (my + slope * (x - mx)) for x, y in points]
-    noise = math.sqrt(sum(r * r for r in residuals) / max(1, len(points) - 2))
-    return Trend(series, ys[0], ys[-1], slope * 1000, noise, xs[-1] - xs[0], len(points))
-
-
-def series_names(rows: list[dict[str, Any]]) -> list[str]:
-    names: dict[str, None] = {}
-    for row in rows:
-        for key in row:
-            if key not in ("batches", "run", "at"):
-                names[key] = None
-    return list(names)
-
-
-def plot(rows: list[dict[str, Any]], path: Path, faults: list[tuple[int, str]]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = series_names(rows)
-    cols = 3
-    fig, axes = plt.subplots(
-        math.ceil(len(names) / cols), cols, figsize=(15, 2.3 * math.ceil(len(names) / cols))
-    )
-    for ax, name in zip(axes.flat, names, strict=False):
-        pts = [(r["batches"], r[name]) for r in rows if name in r]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], ".-", markersize=3)
-        for at, _what in faults:
-            ax.axvline(at, color="red", alpha=0.3)
-        ax.set_title(name, fontsize=8)
-        ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[len(names) :]:
-        ax.axis("off")
-    fig.supxlabel("batches of the exactly-once query (red: a fault)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-
-
 # -- the run ----------------------------------------------------------------------------------------------
 
 
@@ -557,7 +311,9 @@ class Soak:
         gc = self.work / f"gc-{self.runs}.log"
         env = {
             **os.environ,
-            "SPARK_SUBMIT_OPTS": f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Xlog:gc:file={gc}".strip(),
+            "SPARK_SUBMIT_OPTS": " ".join(
+                filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"), f"-Xlog:gc:file={gc}", JVM_OPTS])
+            ),
         }
         cmd = [sys.executable, str(HERE / "soak_driver.py"), str(self.config_path), *extra]
         self.driver = GroupProcess(cmd, log_path=self.work / f"driver-{self.runs}.log", env=env)
@@ -623,7 +379,9 @@ def prepare(args: argparse.Namespace, work: Path, kafka: ApacheKafka) -> Soak:
     }
     config_path = work / "config.json"
     config_path.write_text(json.dumps(config, indent=2))
-    sampler = Sampler(work, kafka, kafka.bootstrap_servers, prefixes, outputs)
+    watched = [(t, p) for t in outputs.values() for p in range(PARTITIONS)]
+    watched += [(intent_topic(prefix), 0) for prefix in prefixes.values()]
+    sampler = Sampler(work, kafka.data_dir, prefixes, lambda: broker_counts(kafka.bootstrap_servers, watched))
     return Soak(args, work, kafka, conf, source, outputs, prefixes, config_path, sampler)
 
 
@@ -731,7 +489,9 @@ def report(soak: Soak, verdict: Verdict) -> None:
             f"  {name:<40} {t.first:>10.1f} {t.last:>10.1f} {t.slope:>10.2f} {t.noise:>9.2f} {t.span:>6}  "
             f"{'flat' if t.flat else 'GROWS'}"
         )
-        if soak.args.ci:
+        if name in INFORMATIONAL:
+            print(f"  {'':<40} (not judged: {INFORMATIONAL[name]})")
+        elif soak.args.ci:
             # A leak of one per batch or so is unmistakable even in 3 minutes: one per 4 batches fails, a
             # JVM's pools growing as it warms up (measured: 9 threads over its second 93 batches) does not.
             if any(u in name for u in unmistakable):
@@ -776,13 +536,13 @@ def run(args: argparse.Namespace) -> int:
                 elif time.monotonic() - progressed > STALL_S:  # fed all along: a query that stopped
                     verdict.check(False, f"the exactly-once query made no batch for {STALL_S:.0f} s")
                     break
-                if not histograms and elapsed >= seconds / 2:  # the driver's heap, for what grows
-                    histograms.append(class_histogram(soak.driver))
                 if batches - last_sample >= args.sample_every:
                     progress = [p for p in soak.progress() if p["at"] >= time.time() - 60]
                     soak.sampler.take(soak.driver, soak.runs, batches, batch_timings(progress))
                     last_sample = batches
-            histograms.append(class_histogram(soak.driver))
+                    if not histograms and elapsed >= seconds / 2:  # the driver's heap, for what grows
+                        histograms.append(soak.sampler.histogram)
+            histograms.append(soak.sampler.histogram)
             soak.feeder.halt.set()
             soak.feeder.join(180)
             if soak.feeder.error is not None:

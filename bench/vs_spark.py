@@ -38,20 +38,29 @@ theirs.
 
     python bench/vs_spark.py [--records N] [--sink-records N] [--seconds S] [--repeat K] [--only source,...]
     python bench/vs_spark.py --only scale,pattern [--sizes 10,200,1000] [--scale-sink] [--scale-runs R,...]
+    python bench/vs_spark.py --pyspark 4.0 [...]   # on an older PySpark line, beside that line's connector
+
+``--pyspark LINE`` runs the same benchmark in that line's venv (``sparkafka.local.spark_lines_dist``, made
+once, as ``make test`` makes it), with this tree's sources first on the path and that line's own
+``format("kafka")`` on ``spark.jars``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import statistics
+import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import pyspark
 from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
@@ -62,7 +71,8 @@ from read_path import raw
 from source_throughput import fill
 from sparkafka.local import ApacheKafka
 from sparkafka.local.spark import local_spark, stop_spark
-from sparkafka.local.spark_kafka_dist import SPARK_KAFKA_VERSION, spark_jars
+from sparkafka.local.spark_kafka_dist import line_connector_version, spark_jars, spark_line
+from sparkafka.local.spark_lines_dist import LINES, line_python
 from steady import Rates, query_rates
 from vs_common import OURS, THEIRS, backlog, sink_writer
 from vs_scale import bench_pattern, bench_scale
@@ -413,7 +423,13 @@ def main() -> None:
     parser.add_argument(
         "--only", default="source,latency,sink", help="which parts, comma-separated (or scale, pattern)"
     )
+    parser.add_argument("--pyspark", choices=sorted(LINES), help="an older PySpark line to run on")
     args = parser.parse_args()
+    if args.pyspark and args.pyspark != spark_line():
+        python = str(line_python(args.pyspark))
+        src = str(Path(__file__).resolve().parents[1] / "src")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
+        os.execve(python, [python, __file__, *sys.argv[1:]], env)
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
     benches = {
         "source": bench_source,
@@ -425,7 +441,10 @@ def main() -> None:
     unknown = set(parts) - set(benches)
     if unknown:
         parser.error(f"--only: unknown {', '.join(sorted(unknown))} (allowed: {', '.join(benches)})")
-    print(f'sparkafka vs Spark\'s format("kafka") {SPARK_KAFKA_VERSION}, local[2], Apache Kafka, one run')
+    print(
+        f'sparkafka vs Spark\'s format("kafka") {line_connector_version()} on PySpark '
+        f"{pyspark.__version__}, local[2], Apache Kafka, one run"
+    )
     with ApacheKafka() as broker:
         conf = {"bootstrap.servers": broker.bootstrap_servers}
         spark = local_spark(

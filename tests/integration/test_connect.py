@@ -20,7 +20,7 @@ from tests.support.kafka import Kafka
 from tests.support.wait import wait_until
 
 # Both tests in one process, so they share the one Connect server (a JVM of its own) that ``remote`` starts.
-pytestmark = pytest.mark.xdist_group("spark-connect")
+pytestmark = [pytest.mark.xdist_group("spark-connect"), pytest.mark.lines]
 
 
 @pytest.fixture(scope="module")

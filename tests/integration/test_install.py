@@ -174,6 +174,7 @@ def run_job(bin_dir: Path, cwd: Path, *args: str) -> dict[str, object]:
     return dict(json.loads(lines[-1].removeprefix("RESULT ")))
 
 
+@pytest.mark.lines
 def test_both_wheels_read_and_write_exactly_once_without_the_source(
     tmp_path: Path, wheels: Path, dependencies: Path, kafka: Kafka, new_topic: Callable[..., str]
 ) -> None:

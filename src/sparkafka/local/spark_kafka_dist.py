@@ -17,7 +17,14 @@ import pyspark
 
 from sparkafka.local.maven_dist import MavenDist
 
-__all__ = ["SPARK_KAFKA", "SPARK_KAFKA_BY_LINE", "SPARK_KAFKA_VERSION", "spark_jars", "spark_line"]
+__all__ = [
+    "SPARK_KAFKA",
+    "SPARK_KAFKA_BY_LINE",
+    "SPARK_KAFKA_VERSION",
+    "line_connector_version",
+    "spark_jars",
+    "spark_line",
+]
 
 SPARK_KAFKA_VERSION = "4.2.0"
 """The connector's version: the newest on Maven Central on 2026-11-24 (PySpark 4.3's own is not served)."""
@@ -56,6 +63,11 @@ def spark_line() -> str:
 def _line_dist() -> MavenDist:
     """The connector for the installed PySpark's line (the newest pinned one for a line not listed)."""
     return SPARK_KAFKA_BY_LINE.get(spark_line(), SPARK_KAFKA)
+
+
+def line_connector_version() -> str:
+    """The version of the connector ``spark_jars`` puts beside the installed PySpark (``4.0.0`` on 4.0)."""
+    return _line_dist().coordinate.rsplit(":", 1)[-1]
 
 
 def spark_jars(quiet: bool = True) -> str:

@@ -14,7 +14,9 @@ changed pin or ``pyproject.toml`` makes it anew.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -32,19 +34,22 @@ REPO = Path(__file__).resolve().parents[3]
 
 @dataclass(frozen=True)
 class Line:
-    """One PySpark line: the release its venv runs, and the SHA-256 of that release's sdist on PyPI."""
+    """One PySpark line: the release its venv runs, the SHA-256 of that release's sdist on PyPI, and the
+    Python minor version its venv is made with."""
 
     version: str
     sha256: str
+    python: str = "3.11"
 
 
 LINES = {
     "4.0": Line("4.0.5", "a0d44b0e7faf0458ad83b7aa664e7ed8b96beed8a55d66ce3b0dfac2309dfca6"),
-    "4.1": Line("4.1.4", "bcbd5e18690cf79d438e97210ad06fb8d451a251bb77becc2b0418868d2acd73"),
+    "4.1": Line("4.1.4", "bcbd5e18690cf79d438e97210ad06fb8d451a251bb77becc2b0418868d2acd73", "3.12"),
     "4.2": Line("4.2.1", "d79b7c8ee41e66a9202fe6f600ca90b931ca571ae9dbdf31c58d2672e5102da0"),
 }
 """Each older line's newest release on PyPI (2026-11-29; PySpark publishes sdists only). The main venv
-runs the newest line, 4.3 (``pyproject.toml``)."""
+runs the newest line, 4.3 (``pyproject.toml``), on the lowest Python sparkafka declares (3.11), as does
+every line here but 4.1, which runs on 3.12: each Python sparkafka declares is proven by one leg."""
 
 _TEST_NEEDS = ("pytest", "pytest-timeout", "pytest-xdist", "hypothesis", "jsonschema", "build", "setuptools")
 """Besides sparkafka's own dependencies: what the tests that run on every line import or run."""
@@ -61,11 +66,34 @@ def _home(line: str) -> Path:
     return cache_dir() / "lines" / line
 
 
+@functools.cache
+def _interpreter(line: str) -> str:
+    """The Python the line's venv is made with: ``python3.X`` for the line's pin, from the PATH or pyenv's
+    versions, or this one (with a warning on stderr, so the log says that the pin's Python was not proven)
+    where no such Python runs."""
+    want = LINES[line].python
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" == want:
+        return sys.executable
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    candidates = [shutil.which(f"python{want}"), *sorted(map(str, pyenv.glob(f"{want}.*/bin/python{want}")))]
+    for found in filter(None, candidates):
+        runs = subprocess.run([found, "-c", "pass"], capture_output=True, check=False)
+        if runs.returncode == 0:  # pyenv's shim is on the PATH even where its version is not selected
+            return found
+    sys.stderr.write(
+        f"warning: no python{want} runs here: the PySpark {line} venv runs Python "
+        f"{sys.version_info[0]}.{sys.version_info[1]} instead, and Python {want} is not proven in this run\n"
+    )
+    return sys.executable
+
+
 def _stamp(line: str) -> str:
     pin = LINES[line]
     # Names, not paths: a venv serves every clone (scripts/test_lines.sh puts the clone's src/ first).
     wheels = sorted(Path(w).name for w in _native_wheels())
-    text = "\n".join([pin.version, pin.sha256, *_requirements(), *wheels])
+    own = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    python = own if _interpreter(line) == sys.executable else pin.python  # a version: paths differ by clone
+    text = "\n".join([pin.version, pin.sha256, python, *_requirements(), *wheels])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -125,9 +153,12 @@ def line_python(line: str, quiet: bool = False) -> Path:
     if (home / "venv").exists():
         shutil.rmtree(home / "venv")
     home.mkdir(parents=True, exist_ok=True)
-    _run([sys.executable, "-m", "venv", str(home / "venv")], f"making the venv of PySpark {line}")
+    _run([_interpreter(line), "-m", "venv", str(home / "venv")], f"making the venv of PySpark {line}")
     pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    _run([*pip, str(sdist), *_requirements()], f"installing PySpark {LINES[line].version}")
+    # With its [connect] extra: the Spark Connect client the tests through a local Connect server use, as the
+    # line itself pins it.
+    connect = f"pyspark[connect] @ {sdist.as_uri()}"
+    _run([*pip, connect, *_requirements()], f"installing PySpark {LINES[line].version}")
     _run([*pip, "--no-deps", "-e", str(REPO)], "installing this tree's sparkafka")
     if _native_wheels():
         _run([*pip, "--no-deps", *_native_wheels()], "installing the native fetch")
