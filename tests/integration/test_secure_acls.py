@@ -5,11 +5,16 @@ each test holds exactly ``least_privilege()`` (less one ACL in the second test),
 one missing, the query fails naming the user, the permission and the resource; nothing reaches the output
 topic (not even an aborted record) and the group holds no offset past the start. How long each failure
 takes is printed (``-s``), not asserted: the report of issue 39 has the figures.
+
+``sparkafka acls`` (issue 50: the ACL tool sparkafka ships, for users without Kafka's ``kafka-acls.sh``)
+grants ``least_privilege()`` with ``--for-query``, grants what a refusal's sentence names, and lists and
+revokes, run in this process as the administrator (``--command-config`` a file of the super user's settings).
 """
 
 from __future__ import annotations
 
 import contextlib
+import shlex
 import time
 import uuid
 from collections import Counter
@@ -18,12 +23,18 @@ from typing import Any
 
 import pytest
 
+from sparkafka.cli import main
+from sparkafka.cli.acls import Acl as Binding
+from sparkafka.cli.acls import AclFilter, describe_acls
 from sparkafka.client.metadata import AdminMetadata
+from sparkafka.client.security import ADMIN_CONFIG, Access
 from sparkafka.errors import AuthorizationError
 from sparkafka.local.secure_kafka import Acl, SecureKafka
 from sparkafka.sink.intents import intent_topic
 from sparkafka.structs import TopicPartition
+from tests.support.docs import DOCS, blocks, shell_commands, sparkafka_argv
 from tests.support.kafka import Kafka
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.xdist_group("secure-kafka")  # one secured broker for every secured test
 
@@ -56,6 +67,15 @@ class Scene:
             ("write the intent log", ("WRITE", "topic", log)),
         ]
 
+    def granted(self) -> list[Binding]:
+        """``least_privilege()`` as ``sparkafka acls list`` shows it."""
+        acls = []
+        for _, (operation, kind, name) in self.least_privilege():
+            prefixed = name.endswith("*")
+            resource = kind.replace("_", " ")
+            acls.append(Binding(resource, name.removesuffix("*"), prefixed, f"User:{self.user}", operation))
+        return sorted(acls)
+
     def run(self, spark: Any, checkpoint: Path) -> Any:
         query = (
             spark.readStream.format("sparkafka")
@@ -79,11 +99,55 @@ class Scene:
         return query.exception()
 
 
+def admin_config(kafka: SecureKafka, folder: Path) -> str:
+    """A ``--command-config`` file of the super user's settings (its password included, as an operator's)."""
+    path = folder / "admin.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in kafka.admin_settings().items()))
+    return str(path)
+
+
+def sparkafka(argv: list[str], capsys: pytest.CaptureFixture[str], kafka: SecureKafka) -> str:
+    """``sparkafka ARGV`` in this process: its output, once it exited 0 (no password in either stream)."""
+    status = main(argv)
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert not any(p in out + err for p in kafka.passwords.values())
+    return out
+
+
+def docs_for_query_grant(scene: Scene, config: str) -> list[str]:
+    """docs/security.md's ``sparkafka acls grant --for-query`` command, with the scene's names and the
+    administrator's settings file in place of the page's."""
+    (block,) = [b for b in blocks(DOCS / "security.md") if "--for-query" in b.code]
+    assert block.run_by == "tests/integration/test_secure_acls.py"
+    (command,) = shell_commands(block.code)
+    argv = sparkafka_argv(command)
+    assert argv is not None
+    names = {
+        "admin.properties": config,
+        "User:orders-etl": f"User:{scene.user}",
+        "orders": scene.source,
+        "orders-etl": scene.group,
+        "orders-enriched": scene.output,
+        "orders-eos": scene.prefix,
+    }
+    return [names.get(a, a) for a in argv]
+
+
 def test_exactly_the_documented_acls_run_source_group_commits_and_the_exactly_once_sink(
-    spark: Any, secure_kafka: SecureKafka, secured: Kafka, tmp_path: Path
+    spark: Any, secure_kafka: SecureKafka, secured: Kafka, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """``sparkafka acls grant --for-query`` as docs/security.md writes it grants the page's table, and the
+    query runs with it."""
     scene = Scene(secure_kafka, secured)
-    secure_kafka.grant(scene.user, [acl for _, acl in scene.least_privilege()])
+    config = admin_config(secure_kafka, tmp_path)
+    admin = ["--command-config", config]
+    out = sparkafka(docs_for_query_grant(scene, config), capsys, secure_kafka)
+    assert len(out.splitlines()) == len(scene.least_privilege())
+    mine = AclFilter(None, None, False, f"User:{scene.user}")
+    assert describe_acls(secure_kafka.admin_settings(), [mine]) == scene.granted()
+    listed = sparkafka(["acls", "list", *admin, "--principal", f"User:{scene.user}"], capsys, secure_kafka)
+    assert listed.splitlines()[-1] == f"{len(scene.least_privilege())} ACLs"
     assert scene.run(spark, tmp_path / "ck") is None
     assert secured.committed_values(scene.output) == Counter(v.encode() for v in scene.values)
     ends = {TopicPartition(scene.source, p): 15 for p in range(2)}
@@ -115,7 +179,8 @@ def test_each_missing_acl_is_one_sentence_with_nothing_written_or_committed(
     text = str(error)
     sentence = next((line for line in text.splitlines() if f"user {scene.user} {says}" in line), None)
     assert sentence is not None, text
-    assert ": grant it with kafka-acls.sh --add --allow-principal User:" in sentence
+    assert f": grant it with sparkafka acls grant --principal User:{scene.user} --operation " in sentence
+    assert f"or with Kafka's kafka-acls.sh --add --allow-principal User:{scene.user} " in sentence
     assert secure_kafka.passwords[scene.user] not in text
     admin = AdminMetadata({**secure_kafka.admin_settings(), "isolation.level": "read_uncommitted"})
     written = admin.latest([TopicPartition(scene.output, p) for p in range(2)])
@@ -139,3 +204,110 @@ def test_a_group_the_user_may_not_read_is_refused_in_one_sentence_by_the_offset_
         meta.committed(scene.group, [TopicPartition(scene.source, 0)])
     assert f"user {scene.user} may not DESCRIBE group {scene.group}" in str(refused.value)
     assert secure_kafka.passwords[scene.user] not in str(refused.value)
+
+
+def grant_command(sentence: str, config: str) -> list[str]:
+    """The ``sparkafka acls grant`` command a refusal's sentence names, with ``config`` as ADMIN_CONFIG."""
+    command = sentence.split(": grant it with ", 1)[1].split(f" ({ADMIN_CONFIG}: ", 1)[0]
+    argv = shlex.split(command)
+    assert argv[:3] == ["sparkafka", "acls", "grant"], sentence
+    return [config if a == ADMIN_CONFIG else a for a in argv[1:]]
+
+
+def test_the_command_a_missing_transactional_id_acl_names_lets_the_query_run(
+    spark: Any, secure_kafka: SecureKafka, secured: Kafka, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The refusal met inside a task (Kafka cannot be asked about transactional ids beforehand) names the
+    prefixed grant; run as the administrator, it is the one missing: the query then writes every record."""
+    scene = Scene(secure_kafka, secured)
+    secure_kafka.grant(scene.user, [a for what, a in scene.least_privilege() if what != "open transactions"])
+    text = str(scene.run(spark, tmp_path / "ck1"))
+    sentence = next(line for line in text.splitlines() if "may not WRITE transactional id" in line)
+    argv = grant_command(sentence, admin_config(secure_kafka, tmp_path))
+    assert "--prefixed" in argv
+    sparkafka(argv, capsys, secure_kafka)
+    assert scene.run(spark, tmp_path / "ck2") is None
+    assert secured.committed_values(scene.output) == Counter(v.encode() for v in scene.values)
+
+
+def may_read(conf: dict[str, str], topic: str) -> bool:
+    """Whether the brokers say this user may READ ``topic`` (asked by a new client each time: no cache)."""
+    meta = AdminMetadata({**conf, "client.id": f"check-{uuid.uuid4().hex[:8]}"}, timeout_s=30)
+    try:
+        meta.require([Access("READ", "topic", topic)])
+    except AuthorizationError:
+        return False
+    return True
+
+
+def test_grant_lets_a_refused_read_through_list_shows_it_and_revoke_removes_it(
+    secure_kafka: SecureKafka, secured: Kafka, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The driver's check before a read (``AdminMetadata.require``) refuses; the command its sentence names
+    grants READ; the user then reads the topic's offsets; the revoke of the same refuses it again."""
+    user = f"reader-{uuid.uuid4().hex[:8]}"
+    secure_kafka.add_user(user)
+    conf = secure_kafka.sasl_settings(user)
+    topic = secured.topic(partitions=1, prefix=f"acl-{user}")
+    secured.produce(topic, ["a", "b", "c"])
+    with pytest.raises(AuthorizationError) as refused:
+        AdminMetadata(conf, timeout_s=30).require([Access("READ", "topic", topic)])
+    config = admin_config(secure_kafka, tmp_path)
+    argv = grant_command(str(refused.value), config)
+    assert argv == [
+        "acls",
+        "grant",
+        "--principal",
+        f"User:{user}",
+        "--operation",
+        "read",
+        "--topic",
+        topic,
+        "--bootstrap-servers",
+        secure_kafka.bootstrap_servers,
+        "--command-config",
+        config,
+    ]
+    granted = sparkafka(argv, capsys, secure_kafka)
+    assert granted.strip() == f"granted ALLOW User:{user} READ on topic {topic}"
+    wait_until(lambda: may_read(conf, topic), 30, f"{user} to be allowed to read {topic}")
+    tp = TopicPartition(topic, 0)
+    fresh = {**conf, "client.id": f"after-grant-{user}"}
+    assert AdminMetadata(fresh, timeout_s=30).latest([tp]) == {tp: 3}  # READ includes DESCRIBE
+    listed = sparkafka(["acls", "list", "--topic", topic, "--command-config", config], capsys, secure_kafka)
+    rows = [line.split() for line in listed.splitlines()[1:-1]]
+    assert [f"User:{user}", "ALLOW", "READ", "topic", topic, "literal", "*"] in rows
+    assert [row for row in rows if row[0] == f"User:{user}"] == [
+        [f"User:{user}", "ALLOW", "READ", "topic", topic, "literal", "*"]
+    ]
+    read = [
+        "--principal",
+        f"User:{user}",
+        "--topic",
+        topic,
+        "--operation",
+        "read",
+        "--command-config",
+        config,
+    ]
+    revoked = sparkafka(["acls", "revoke", *read], capsys, secure_kafka)
+    assert revoked.strip() == f"revoked ALLOW User:{user} READ on topic {topic}"
+    wait_until(lambda: not may_read(conf, topic), 30, f"{user}'s read of {topic} to be refused again")
+    listed = sparkafka(["acls", "list", "--topic", topic, "--command-config", config], capsys, secure_kafka)
+    assert f"User:{user}" not in listed
+    again = sparkafka(["acls", "revoke", *read], capsys, secure_kafka)
+    assert again.startswith("no such ACL: nothing revoked")
+
+
+def test_acls_as_a_user_who_may_not_manage_them_is_one_sentence(
+    secure_kafka: SecureKafka, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    user = f"nobody-{uuid.uuid4().hex[:8]}"
+    secure_kafka.add_user(user)
+    config = tmp_path / "user.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in secure_kafka.sasl_settings(user).items()))
+    argv = ["acls", "grant", "--principal", f"User:{user}", "--topic", "t", "--operation", "read"]
+    assert main([*argv, "--command-config", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"sparkafka acls: user {user} may not manage ACLs (granting ACLs needs ALTER"), err
+    assert secure_kafka.passwords[user] not in err

@@ -145,8 +145,10 @@ def test_a_fetch_refused_by_acl_is_one_sentence_naming_the_user_and_the_grant(br
     with pytest.raises(AuthorizationError) as refused:
         find_marker(SASL, TP, 7, (2, 5), timeout_s=10)
     assert str(refused.value) == (
-        "user etl may not READ topic t (fetching t-0 for its raw log): grant it with kafka-acls.sh --add "
-        "--allow-principal User:etl --operation Read --topic t"
+        "user etl may not READ topic t (fetching t-0 for its raw log): grant it with sparkafka acls grant "
+        "--principal User:etl --operation read --topic t --command-config ADMIN_CONFIG (ADMIN_CONFIG: a file "
+        "of an administrator's settings), or with Kafka's kafka-acls.sh --add --allow-principal User:etl "
+        "--operation Read --topic t"
     )
 
 

@@ -157,8 +157,10 @@ def test_denied_names_user_operation_resource_and_the_grant() -> None:
     error = denied(SASL, access, "opening txn orders-eos-0")
     assert str(error) == (
         "user etl may not WRITE transactional id orders-eos* (opening txn orders-eos-0): grant it with "
-        "kafka-acls.sh --add --allow-principal User:etl --operation Write --transactional-id orders-eos "
-        "--resource-pattern-type prefixed"
+        "sparkafka acls grant --principal User:etl --operation write --transactional-id orders-eos "
+        "--prefixed --bootstrap-servers 127.0.0.1:9093 --command-config ADMIN_CONFIG (ADMIN_CONFIG: a file "
+        "of an administrator's settings), or with Kafka's kafka-acls.sh --add --allow-principal User:etl "
+        "--operation Write --transactional-id orders-eos --resource-pattern-type prefixed"
     )
     assert (error.principal, error.operation, error.resource) == (
         "user etl",
@@ -176,6 +178,9 @@ def test_denied_by_only_for_authorization_codes() -> None:
     other = denied_by(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED), SASL, access)
     assert other is not None
     assert "group authorization failed" in str(other)
+    assert "grant the group permission it needs with sparkafka acls grant, or Kafka's kafka-acls.sh" in (
+        str(other)
+    )
 
 
 def test_the_principal_of_each_login() -> None:

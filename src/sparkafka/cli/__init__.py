@@ -322,6 +322,42 @@ def _cmd_topics(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_acls(args: argparse.Namespace) -> int:
+    from sparkafka.cli.acls import (
+        Selectors,
+        delete_acls,
+        describe_acls,
+        list_filters,
+        render_list,
+        wanted,
+        write_acls,
+    )
+    from sparkafka.errors import SparkafkaError
+
+    try:
+        selectors = Selectors.from_args(args)
+        if args.acls_command == "list":
+            filters = list_filters(selectors)
+            print(render_list(describe_acls(_settings(args), filters, _operation_s(args))))
+            return 0
+        acls = wanted(selectors)
+        conf = _settings(args)
+        if args.acls_command == "grant":
+            write_acls(conf, [acl for acl, _ in acls], _operation_s(args))
+            for acl, why in acls:
+                print(f"granted {acl}" + (f" ({why})" if why else ""))
+            return 0
+        deleted = delete_acls(conf, [acl for acl, _ in acls], _operation_s(args))
+        for acl in deleted:
+            print(f"revoked {acl}")
+        if not deleted:
+            print("no such ACL: nothing revoked (`sparkafka acls list` shows the ACLs)")
+    except SparkafkaError as e:
+        print(f"sparkafka acls: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _utc(ms: int) -> str:
     import datetime as dt
 
@@ -429,6 +465,8 @@ class _Version(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement per command and option
+    from sparkafka.cli.acls import OPERATIONS
+
     parser = argparse.ArgumentParser(prog="sparkafka", description="Kafka for Spark, with Flink's semantics")
     parser.add_argument(
         "--version", action=_Version, help="sparkafka's version, and what this PySpark gives it"
@@ -636,6 +674,83 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
         help="a topic config, e.g. cleanup.policy=compact or retention.ms=86400000 (repeatable)",
     )
     topics.set_defaults(func=_cmd_topics)
+
+    acls = sub.add_parser(
+        "acls",
+        help="list, grant and revoke ACLs (Kafka's Admin API; run as an administrator)",
+        description="ACLs on topics, groups and transactional ids, through Kafka's Admin API: no Kafka tools "
+        "needed. Granting and revoking need ALTER on the cluster, listing DESCRIBE: connect with an "
+        "administrator's settings (--command-config). See docs/security.md, 'Least privilege'.",
+    )
+    acls_sub = acls.add_subparsers(dest="acls_command", required=True)
+    acls_list = acls_sub.add_parser(
+        "list", help="the ACLs that apply to the resources given (all without any), or to a principal"
+    )
+    acls_grant = acls_sub.add_parser(
+        "grant", help="grant each --operation on each resource, or with --for-query what a query needs"
+    )
+    acls_revoke = acls_sub.add_parser(
+        "revoke", help="revoke the ACLs `grant` with the same options grants (exactly those)"
+    )
+    for p in (acls_list, acls_grant, acls_revoke):
+        _connection_args(p, operations=True)
+        p.add_argument(
+            "--principal",
+            metavar="TYPE:NAME",
+            help="the user, e.g. User:alice (SASL user name; over mutual TLS what the brokers map the "
+            "certificate's subject to)" + ("; default: every principal" if p is acls_list else ""),
+        )
+        p.add_argument("--topic", dest="topics", action="append", metavar="NAME", help="a topic (repeatable)")
+        p.add_argument("--group", dest="groups", action="append", metavar="NAME", help="a group (repeatable)")
+        p.add_argument(
+            "--transactional-id",
+            dest="transactional_ids",
+            action="append",
+            metavar="ID",
+            help="a transactional id, or with --prefixed a prefix (repeatable)",
+        )
+        p.add_argument(
+            "--prefixed",
+            action="store_true",
+            help="the names given are prefixes (Kafka's PREFIXED pattern: every name that starts with one)",
+        )
+    for p in (acls_grant, acls_revoke):
+        p.add_argument(
+            "--operation",
+            dest="operations",
+            action="append",
+            choices=OPERATIONS,
+            help="the operation (repeatable); read, write and delete include describe",
+        )
+        p.add_argument("--host", default="*", help="the client host it applies to (default: any, *)")
+        p.add_argument("--deny", action="store_true", help="a DENY ACL (it wins over every ALLOW)")
+        p.add_argument(
+            "--for-query",
+            action="store_true",
+            help="what a sparkafka query needs (docs/security.md's least privilege), from --source-topic, "
+            "--sink-topic, --group (the source's kafka.group.id) and --transactional-id-prefix",
+        )
+        p.add_argument(
+            "--source-topic",
+            dest="source_topics",
+            action="append",
+            metavar="NAME",
+            help="with --for-query: a topic the query reads (READ; repeatable)",
+        )
+        p.add_argument(
+            "--sink-topic",
+            dest="sink_topics",
+            action="append",
+            metavar="NAME",
+            help="with --for-query: a topic the query writes (WRITE; repeatable)",
+        )
+        p.add_argument(
+            "--transactional-id-prefix",
+            metavar="PREFIX",
+            help="with --for-query: the exactly-once sink's transactionalIdPrefix (WRITE on its "
+            "transactional ids; READ, WRITE and CREATE on its commit-intent log)",
+        )
+    acls.set_defaults(func=_cmd_acls)
 
     doctor = sub.add_parser("doctor", help="probe a broker for what sparkafka relies on")
     _connection_args(doctor)

@@ -8,12 +8,13 @@ for an unknown CA, an expired certificate and a host name the certificate does n
 
 **Authorization.** Kafka's answers name the resource type (TOPIC_AUTHORIZATION_FAILED, ...) but neither the
 operation nor the resource; the caller knows both, as an ``Access``: ``denied`` words the sentence, with the
-``kafka-acls.sh`` line that grants it. Measured on Apache Kafka 4.4 with ``allow.everyone.if.no.acl.found
-=false`` (tests/integration/test_secure_acls.py): a topic the user may not DESCRIBE is absent from a
-listing of every topic and answers TOPIC_AUTHORIZATION_FAILED when named; WRITE on any topic is enough for
-an idempotent producer (no IDEMPOTENT_WRITE on the cluster); a consumer used only with ``assign`` still
-asks for its group's coordinator, so a group it may not DESCRIBE gives it a GROUP_AUTHORIZATION_FAILED
-event about once a second, harmless to its reads (``is_group_denial``).
+``sparkafka acls grant`` command that grants it (shipped with sparkafka, ``cli/acls.py``: Kafka's Admin API,
+no Kafka tools needed) and Kafka's own ``kafka-acls.sh`` line as the alternative. Measured on Apache Kafka 4.4
+with ``allow.everyone.if.no.acl.found=false`` (tests/integration/test_secure_acls.py): a topic the user may
+not DESCRIBE is absent from a listing of every topic and answers TOPIC_AUTHORIZATION_FAILED when named; WRITE
+on any topic is enough for an idempotent producer (no IDEMPOTENT_WRITE on the cluster); a consumer used only
+with ``assign`` still asks for its group's coordinator, so a group it may not DESCRIBE gives it a
+GROUP_AUTHORIZATION_FAILED event about once a second, harmless to its reads (``is_group_denial``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import re
+import shlex
 import socket
 import ssl
 from collections.abc import Iterable, Mapping
@@ -54,6 +56,10 @@ _ACL_FLAGS = {
     "transactional id": "--transactional-id",
     "cluster": "--cluster",
 }
+"""``kafka-acls.sh``'s option for each resource type; ``sparkafka acls`` takes the same, but ``--cluster``."""
+ADMIN_CONFIG = "ADMIN_CONFIG"
+"""What the grant command's ``--command-config`` names: a file of an administrator's settings (the user the
+sentence is about may not grant itself anything)."""
 
 
 @dataclass(frozen=True)
@@ -73,15 +79,42 @@ class Access:
     def __str__(self) -> str:
         return f"{self.operation} {self.resource} {self.name}{'*' if self.prefixed else ''}"
 
-    def grant(self, principal: str) -> str:
-        """The ``kafka-acls.sh`` command that grants this to ``principal`` (``User:...``)."""
+    def grant(self, principal: str, servers: str = "") -> str:
+        """The ``sparkafka acls grant`` command that grants this to ``principal`` (``User:...``) on the
+        brokers at ``servers``, run with an administrator's settings (``ADMIN_CONFIG``); empty for a cluster
+        permission, which it does not grant.
+
+        Its options are checked against the CLI's parser (tests/unit/test_cli_acls.py).
+        """
+        if self.resource == "cluster":
+            return ""
+        parts = [
+            f"sparkafka acls grant --principal {shlex.quote(principal)} --operation {self.operation.lower()}",
+            f"{_ACL_FLAGS[self.resource]} {shlex.quote(self.name)}",
+        ]
+        parts += ["--prefixed"] if self.prefixed else []
+        parts += [f"--bootstrap-servers {shlex.quote(servers)}"] if servers else []
+        return " ".join([*parts, f"--command-config {ADMIN_CONFIG}"])
+
+    def kafka_acls(self, principal: str) -> str:
+        """Apache Kafka's ``kafka-acls.sh`` command that grants this to ``principal`` (its connection
+        options, ``--bootstrap-server`` and ``--command-config``, left to the administrator)."""
         flag = _ACL_FLAGS[self.resource]
-        target = flag if self.resource == "cluster" else f"{flag} {self.name}"
+        target = flag if self.resource == "cluster" else f"{flag} {shlex.quote(self.name)}"
         pattern = " --resource-pattern-type prefixed" if self.prefixed else ""
         return (
-            f"kafka-acls.sh --add --allow-principal {principal} --operation {self.operation.title()} "
-            f"{target}{pattern}"
+            f"kafka-acls.sh --add --allow-principal {shlex.quote(principal)} --operation "
+            f"{self.operation.title()} {target}{pattern}"
         )
+
+    def how_to_grant(self, principal: str, servers: str = "") -> str:
+        """``sparkafka acls grant ...`` first, ``kafka-acls.sh`` (for users' clusters with Kafka's tools)
+        as the alternative; the latter alone for a cluster permission."""
+        ours = self.grant(principal, servers)
+        theirs = self.kafka_acls(principal)
+        if not ours:
+            return theirs
+        return f"{ours} ({ADMIN_CONFIG}: a file of an administrator's settings), or with Kafka's {theirs}"
 
 
 def _protocol(conf: Mapping[str, Any]) -> str:
@@ -123,9 +156,12 @@ def principal(conf: Mapping[str, Any]) -> tuple[str, str]:
 def denied(conf: Mapping[str, Any], access: Access, doing: str | None = None) -> AuthorizationError:
     """The one sentence for a missing permission: who may not do what, and how to grant it.
 
-    Example: ``user etl may not WRITE transactional id orders-eos-* (opening the exactly-once sink's
-    transaction orders-eos-0): grant it with kafka-acls.sh --add --allow-principal User:etl --operation
-    Write --transactional-id orders-eos- --resource-pattern-type prefixed``.
+    Example: ``user etl may not WRITE transactional id orders-eos* (opening the exactly-once sink's
+    transaction orders-eos-0): grant it with sparkafka acls grant --principal User:etl --operation write
+    --transactional-id orders-eos --prefixed --bootstrap-servers b1:9093 --command-config ADMIN_CONFIG
+    (ADMIN_CONFIG: a file of an administrator's settings), or with Kafka's kafka-acls.sh --add
+    --allow-principal User:etl --operation Write --transactional-id orders-eos --resource-pattern-type
+    prefixed``.
     """
     who, acl_principal = principal(conf)
     context = f" ({doing})" if doing else ""
@@ -135,7 +171,8 @@ def denied(conf: Mapping[str, Any], access: Access, doing: str | None = None) ->
         else ""
     )
     return AuthorizationError(
-        f"{who} may not {access}{context}: grant it with {access.grant(acl_principal)}{mapping}",
+        f"{who} may not {access}{context}: grant it with {access.how_to_grant(acl_principal, _servers(conf))}"
+        f"{mapping}",
         who,
         access.operation,
         f"{access.resource} {access.name}{'*' if access.prefixed else ''}",
@@ -171,7 +208,8 @@ def denied_by(
         who, _ = principal(conf)
         return AuthorizationError(
             f"{who} was refused by ACL ({kind} authorization failed) while {doing or access}: grant the "
-            f"{kind} permission it needs (docs/security.md lists each one)",
+            f"{kind} permission it needs with sparkafka acls grant, or Kafka's kafka-acls.sh "
+            "(docs/security.md lists each one)",
             who,
             access.operation,
             kind,

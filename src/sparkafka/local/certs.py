@@ -24,19 +24,23 @@ from typing import Any
 
 from sparkafka.errors import BrokerError
 
-__all__ = ["CertificateAuthority", "KeyPair"]
+__all__ = ["CRYPTOGRAPHY_EXTRA", "CRYPTOGRAPHY_HINT", "CertificateAuthority", "KeyPair"]
 
 _DAY = dt.timedelta(days=1)
+
+CRYPTOGRAPHY_EXTRA = "local"
+"""The extra that installs ``cryptography`` (pyproject.toml; tests/unit/local/test_certs.py checks it)."""
+CRYPTOGRAPHY_HINT = (
+    "a secured broker makes its certificates with the cryptography package: "
+    f"pip install 'sparkafka[{CRYPTOGRAPHY_EXTRA}]' (or pip install cryptography)"
+)
 
 
 def _crypto() -> Any:
     try:
         from cryptography import x509
     except ImportError:
-        raise BrokerError(
-            "a secured broker makes its certificates with the cryptography package: "
-            "pip install 'sparkafka[local]' (or pip install cryptography)"
-        ) from None
+        raise BrokerError(CRYPTOGRAPHY_HINT) from None
     return x509
 
 

@@ -258,8 +258,9 @@ def describe_settings(kafka: SecureKafka, client_config: Path) -> str:
     hidden = f"<in {client_config}>"
     lines = [
         "Secured: TLS on every listener (no plaintext port); ACLs on (StandardAuthorizer, no ACL means "
-        f"deny). Users: {ADMIN} (super user), {APP} (no ACLs: grant them, docs/security.md). Passwords are "
-        f"not shown: {client_config} has every login's settings with them (JSON, mode 0600: "
+        f"deny). Users: {ADMIN} (super user), {APP} (no ACLs: grant them with `sparkafka acls grant "
+        f"--command-config {client_config}#{ADMIN} --principal User:{APP} ...`, docs/security.md). "
+        f"Passwords are not shown: {client_config} has every login's settings with them (JSON, mode 0600: "
         f".options(**json.load(f)['{APP}']), or --command-config {client_config}#{ADMIN} for the CLI tools).",
     ]
     shown = [
