@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -106,6 +107,7 @@ def test_seal_makes_latest_the_log_end_on_tansu(tansu_conf: dict[str, str]) -> N
     assert sorted(f.result(30).offset for f in futures.values()) == [51, 51]
 
 
+@pytest.mark.lines
 def test_version_and_run_help_point_at_documentation() -> None:
     import sparkafka
 

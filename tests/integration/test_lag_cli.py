@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTopicPartition
 
@@ -108,6 +109,7 @@ def doctor(bootstrap: str) -> tuple[subprocess.CompletedProcess[str], dict[str, 
     return result, rows
 
 
+@pytest.mark.lines
 def test_doctor_passes_every_probe_on_apache_kafka(bootstrap: str) -> None:
     """The suite's broker is Apache Kafka (or, with SPARKAFKA_TEST_BOOTSTRAP, a cluster named for it)."""
     result, rows = doctor(bootstrap)
