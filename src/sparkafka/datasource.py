@@ -274,9 +274,11 @@ def register(spark: Any) -> None:
     Runs in the user's driver process. Also passes what the Python workers cannot see themselves through
     the context's worker environment (before registering, so the data source's workers get it):
     where a ``--py-files`` archive is, ``spark.speculation`` (the exactly-once sink refuses it), Spark's
-    ``defaultParallelism`` (the source's default number of reader tasks, ``source.assignment``) and
-    ``spark.network.timeout`` (the source's default ``pollTimeoutMs``); where Spark keeps the
-    ``pyspark_sparkafka`` it found instead (PySpark 4.0), with each query (``sparkafka.driver_facts``).
+    ``defaultParallelism`` (the source's default number of reader tasks, ``source.assignment``),
+    ``spark.network.timeout`` (the source's default ``pollTimeoutMs``) and this process's pid with the
+    application's name and id (the marks of the source's group commits, ``source.driver_process``); where
+    Spark keeps the ``pyspark_sparkafka`` it found instead (PySpark 4.0), with each query
+    (``sparkafka.driver_facts``).
     And wraps PySpark's ``DataStreamWriter`` once per process, so that ``outputMode("update")`` works
     for ``format("sparkafka")`` (``sparkafka.stream_writer``; not on Spark Connect), and the calls that run
     a job or wait for a query, so that a failure in a task ends in sparkafka's sentence

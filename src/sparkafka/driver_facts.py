@@ -1,5 +1,7 @@
-"""What the driver tells the data source's Python processes: ``spark.speculation``, Spark's cores and
-``spark.network.timeout``, which a Python worker cannot ask Spark for.
+"""What the driver tells the data source's Python processes: ``spark.speculation``, Spark's cores,
+``spark.network.timeout``, and the driver's pid and the application's name and id (which name a running
+query in ``sparkafka offsets reset``'s refusal, ``source.driver_process``), which a Python worker cannot ask
+Spark for.
 
 ``sparkafka.register`` passes them through the context's worker environment (``SparkContext.environment``),
 which reaches every Python process of the data source it registers. On PySpark 4.0 that is not the data
@@ -43,6 +45,7 @@ def facts_of(spark: Any) -> dict[str, str]:
     """The facts of ``spark``'s context, by the environment variable each is read from (driver)."""
     from sparkafka.sink.writer import SPECULATION_ENV
     from sparkafka.source.assignment import CORES_ENV
+    from sparkafka.source.driver_process import APP_ID_ENV, APP_NAME_ENV, DRIVER_PID_ENV
     from sparkafka.source.options import NETWORK_TIMEOUT_ENV
 
     sc = spark.sparkContext
@@ -52,6 +55,9 @@ def facts_of(spark: Any) -> dict[str, str]:
         CORES_ENV: str(sc.defaultParallelism),
         # The source's pollTimeoutMs defaults to spark.network.timeout, as in Spark's connector.
         NETWORK_TIMEOUT_ENV: str(conf.get("spark.network.timeout", "120s")),
+        DRIVER_PID_ENV: str(os.getpid()),
+        APP_NAME_ENV: str(sc.appName),
+        APP_ID_ENV: str(sc.applicationId),
     }
 
 

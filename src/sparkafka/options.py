@@ -16,7 +16,7 @@ from sparkafka.client.conf import check_librdkafka_settings, close_librdkafka_pr
 from sparkafka.client.java_settings import Client, from_java_names
 from sparkafka.errors import ConfigError
 
-__all__ = ["DEFAULT_METADATA_TIMEOUT_MS", "Option", "OptionReader", "names"]
+__all__ = ["DEFAULT_METADATA_TIMEOUT_MS", "Option", "OptionReader", "choose", "names"]
 
 KAFKA_PREFIX = "kafka."
 DEFAULT_METADATA_TIMEOUT_MS = 30_000
@@ -52,6 +52,40 @@ class Option:
     differs and why. None: sparkafka's own option."""
     kind: str = "string"
     """The value's type as written (a pipeline file's fields are TOML: ``integer``, ``table``, ...)."""
+
+
+def _spelling(value: str) -> str:
+    return value.strip().lower().replace("-", "_")
+
+
+def choose(option: str, value: str, allowed: tuple[L, ...], hints: Mapping[str, L] | None = None) -> L:
+    """The one of ``allowed`` that ``value`` of ``option`` names (``OptionReader.choice``: every option of
+    the source and the sink that takes fixed values; runs where the options are parsed).
+
+    Accepted on purpose: a value as the docs spell it, in any case, with ``-`` for ``_``. So for
+    ``deliveryGuarantee`` sparkafka's ``exactly_once``, Flink's ``exactly-once`` (a value of its
+    ``sink.delivery-guarantee``) and the name of Flink's enum constant ``EXACTLY_ONCE`` are one value.
+    Anything else is refused with the values allowed and, when one is close (``exactly_one``) or ``hints``
+    maps it to one (``at_most_once`` to ``none``), a "did you mean".
+
+    Raises:
+        ConfigError: ``value`` names none of ``allowed``.
+    """
+    spelled = {_spelling(a): a for a in allowed}
+    found = spelled.get(_spelling(value))
+    if found is not None:
+        return found
+    hint = {_spelling(k): v for k, v in (hints or {}).items()}.get(_spelling(value))
+    if hint is None:
+        close = difflib.get_close_matches(_spelling(value), list(spelled), n=1, cutoff=0.6)
+        hint = spelled[close[0]] if close else None
+    message = (
+        f"option {option}={value!r} is not allowed; use one of: {', '.join(allowed)} (in any case, with - "
+        "or _)"
+    )
+    if hint is not None:
+        message += f"; did you mean {hint!r}?"
+    raise ConfigError(message)
 
 
 def names(options: Iterable[Option]) -> tuple[str, ...]:
@@ -134,16 +168,10 @@ class OptionReader:
             raise ConfigError(f"option {self.name(key)} is required for the {self._what}")
         return value
 
-    def choice(self, key: str, allowed: tuple[L, ...], default: L) -> L:
-        """One of ``allowed`` (case and ``-``/``_`` insensitive), typed as the Literal they come from."""
-        value = (self.get_str(key) or default).lower().replace("-", "_")
-        normalised = {a.lower().replace("-", "_"): a for a in allowed}
-        if value not in normalised:
-            raise ConfigError(
-                f"option {self.name(key)}={self.get_str(key)!r} is not allowed; "
-                f"use one of: {', '.join(allowed)}"
-            )
-        return normalised[value]
+    def choice(self, key: str, allowed: tuple[L, ...], default: L, hints: Mapping[str, L] | None = None) -> L:
+        """One of ``allowed``, typed as the Literal they come from, spelled as ``choose`` takes it."""
+        text = self.get_str(key)
+        return default if text is None else choose(self.name(key), text, allowed, hints)
 
     def get_int(self, key: str, default: int, minimum: int | None = None) -> int:
         """The whole number ``key`` holds, at least ``minimum``; ``default`` (unchecked) when not given."""

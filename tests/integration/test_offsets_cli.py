@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -151,6 +152,40 @@ def test_reset_is_refused_while_the_group_has_members(
         }
     finally:
         member.close()
+
+
+def test_reset_is_refused_while_a_query_commits_naming_its_application_and_driver(
+    spark: Any,
+    kafka_conf: dict[str, str],
+    bootstrap: str,
+    new_topic: Callable[..., str],
+    checkpoint: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The query's commits are sent from Spark's Python source runner, a child of the driver's JVM the user
+    never started: the refusal names what the user did start, the application and its driver, this process
+    (``sparkafka.register`` ran here, in ``local_spark``; issue 50)."""
+    topic = new_topic(partitions=1)
+    produce(kafka_conf, topic, [f"v{i}" for i in range(10)])
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    df = source(spark, bootstrap, subscribe=topic, startingOffsets="earliest", **{"kafka.group.id": group})
+    query = memory_query(df, f"q_{uuid.uuid4().hex[:8]}", checkpoint)
+    try:
+        query.processAllAvailable()
+        done = {TopicPartition(topic, 0): 10}
+        wait_until(
+            lambda: group_offsets(kafka_conf, group, topic, 1) == done, 60, "the running query's commit"
+        )
+        reset = ["offsets", "reset", "--bootstrap-servers", bootstrap, "--group", group, "--to", "earliest"]
+        code, out = run(capsys, *reset, "--execute")
+        assert code == 1, out
+        app = f"application 'sparkafka-tests' ({spark.sparkContext.applicationId})"
+        assert f"is committed to by a running sparkafka query ({app}, driver pid {os.getpid()} on " in out, (
+            out
+        )
+        assert group_offsets(kafka_conf, group, topic, 1) == done
+    finally:
+        query.stop()
 
 
 def test_bad_target_is_a_one_line_error(bootstrap: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -86,9 +86,33 @@ def test_a_reset_waits_for_a_sparkafka_query_that_committed_within_the_window() 
     refusal = running_query_refusal("g", {tp0: old, tp1: recent}, now)
     assert refusal is not None
     assert refusal.startswith(
-        "group 'g' is committed to by a running sparkafka query (run r1, pid 42 on host-a"
+        "group 'g' is committed to by a running sparkafka query (Spark's source runner pid 42 on host-a"
     )
     assert "last commit 12 s ago" in refusal
     assert refusal.endswith("or pass --force if it is already stopped")
     assert running_query_refusal("g", {tp0: old}, now) is None  # stopped long ago
     assert running_query_refusal("g", {tp0: "", tp1: "another tool's note"}, now) is None
+
+
+MARKED_BY_A_REGISTERED_DRIVER = (
+    'sparkafka {"at":1799999988000,"driver":{"app":"orders-etl","appId":"local-1764000000000","pid":100},'
+    '"host":"host-a","pid":300,"run":"r1"}'
+)
+"""A commit's mark as the source runner (pid 300) writes it for a driver (pid 100) that ran register."""
+
+
+def test_a_reset_refusal_names_the_driver_the_user_started_not_sparks_source_runner() -> None:
+    """The commits are sent from Spark's Python source runner, a process the user never started: the
+    refusal names the application and its driver's pid (issue 50)."""
+    from sparkafka.ops.group_offsets import running_query_refusal
+    from sparkafka.structs import TopicPartition
+
+    refusal = running_query_refusal(
+        "g", {TopicPartition("t", 0): MARKED_BY_A_REGISTERED_DRIVER}, 1_800_000_000_000
+    )
+    assert refusal is not None
+    assert refusal.startswith(
+        "group 'g' is committed to by a running sparkafka query (application 'orders-etl' "
+        "(local-1764000000000), driver pid 100 on host-a, last commit 12 s ago), which would overwrite"
+    )
+    assert "300" not in refusal

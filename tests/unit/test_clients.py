@@ -477,15 +477,15 @@ def test_no_record_that_new_stays_minus_one_by_timestamp() -> None:
     assert meta.for_timestamp([A0], 123) == {A0: -1}
 
 
-def test_an_admin_client_gets_no_consumer_setting_it_would_warn_about() -> None:
-    """A reader's settings (kafka.* plus the reader's own) made an AdminClient print a CONFWARN line for
-    each consumer-only one; ``admin_settings`` leaves them out."""
+def _admin_handle_lines(settings: dict[str, str]) -> list[str]:
+    """What librdkafka logs at once for a handle made as an AdminClient is, from ``settings``.
+
+    An AdminClient is a producer-type handle: a Producer acts alike (cimpl's own: tests stand in for
+    confluent_kafka.Producer). Without bootstrap.servers it connects nowhere (and warns about that).
+    """
     import logging
 
     from confluent_kafka import cimpl
-
-    from sparkafka.client.core import admin_settings
-    from sparkafka.source.fetch import _reader_settings
 
     class Lines(logging.Handler):
         def __init__(self) -> None:
@@ -495,20 +495,43 @@ def test_an_admin_client_gets_no_consumer_setting_it_would_warn_about() -> None:
         def emit(self, record: logging.LogRecord) -> None:
             self.lines.append(record.getMessage())
 
+    handler = Lines()
+    logger = logging.getLogger(f"test-admin-{id(handler)}")
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    handle = cimpl.Producer({**settings, "logger": logger})
+    handle.poll(0)
+    return handler.lines
+
+
+def test_an_admin_client_gets_no_consumer_setting_it_would_warn_about() -> None:
+    """A reader's settings (kafka.* plus the reader's own) made an AdminClient print a CONFWARN line for
+    each consumer-only one; ``admin_settings`` leaves them out."""
+    from sparkafka.client.core import admin_settings
+    from sparkafka.source.fetch import _reader_settings
+
     def warnings(settings: dict[str, str]) -> list[str]:
-        handler = Lines()
-        logger = logging.getLogger(f"test-admin-{id(handler)}")
-        logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG)
-        # An AdminClient is a producer-type handle: a Producer warns alike (cimpl's own: tests stand in for
-        # confluent_kafka.Producer). Without bootstrap.servers it connects nowhere (and warns about that).
-        handle = cimpl.Producer({**settings, "logger": logger})
-        handle.poll(0)
-        return [line for line in handler.lines if "CONFWARN" in line and "consumer property" in line]
+        lines = _admin_handle_lines(settings)
+        return [line for line in lines if "CONFWARN" in line and "consumer property" in line]
 
     reader = _reader_settings({"fetch.min.bytes": "1"})
     assert warnings(reader)  # the check can fail: an AdminClient does warn about these
     assert warnings(admin_settings(reader)) == []
+
+
+def test_an_admin_client_asks_for_no_producer_id_with_a_producers_settings() -> None:
+    """An AdminClient made from a producer's settings (a --command-config shared with an application) asked
+    the broker for a producer id: on a fresh broker ``sparkafka lag`` then printed librdkafka's "GETPID ...
+    Coordinator load in progress" under its table. ``admin_settings`` leaves producer-only settings out."""
+    from sparkafka.client.core import admin_settings
+
+    def asks_for_a_producer_id(settings: dict[str, str]) -> bool:
+        lines = _admin_handle_lines({**settings, "debug": "eos"})
+        return any("-> RequestPID" in line for line in lines)  # librdkafka's idempotence state machine
+
+    app = {"enable.idempotence": "true", "acks": "all", "linger.ms": "5"}
+    assert asks_for_a_producer_id(app)  # the check can fail: such a handle does ask
+    assert not asks_for_a_producer_id(admin_settings(app))
 
 
 class _Future:

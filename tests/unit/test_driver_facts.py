@@ -18,15 +18,28 @@ from sparkafka.driver_facts import FACTS_OPTION, split_facts
 from sparkafka.errors import ConfigError
 from sparkafka.sink.writer import SPECULATION_ENV
 from sparkafka.source.assignment import CORES_ENV
+from sparkafka.source.driver_process import APP_ID_ENV, APP_NAME_ENV, DRIVER_PID_ENV
 from sparkafka.source.options import NETWORK_TIMEOUT_ENV
 from tests.unit.test_stream_writer import SINK, PySparkLikeWriter
 
-FACTS = {SPECULATION_ENV: "false", CORES_ENV: "3", NETWORK_TIMEOUT_ENV: "90s"}
+FACTS = {
+    SPECULATION_ENV: "false",
+    CORES_ENV: "3",
+    NETWORK_TIMEOUT_ENV: "90s",
+    DRIVER_PID_ENV: str(os.getpid()),  # the driver's Python: this process
+    APP_NAME_ENV: "orders-etl",
+    APP_ID_ENV: "local-1764000000000",
+}
 
 
 def fake_spark(speculation: str = "False") -> Any:
     conf = {"spark.speculation": speculation, "spark.network.timeout": "90s"}
-    context = SimpleNamespace(getConf=lambda: SimpleNamespace(get=conf.get), defaultParallelism=3)
+    context = SimpleNamespace(
+        getConf=lambda: SimpleNamespace(get=conf.get),
+        defaultParallelism=3,
+        appName="orders-etl",
+        applicationId="local-1764000000000",
+    )
     return SimpleNamespace(sparkContext=context)
 
 

@@ -1,9 +1,17 @@
 from __future__ import annotations
 
 import io
+import logging
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from sparkafka import cli
 from sparkafka.cli.lag_view import plot_lag, render, watch_lag
+from sparkafka.client.log import LIBRDKAFKA_LOG
+from sparkafka.ops import lag as lag_ops
 from sparkafka.ops.lag import compute_lag
 from sparkafka.source.alignment_status import AlignmentStatus, PartitionEventTime
 from sparkafka.structs import TopicPartition
@@ -85,3 +93,64 @@ def test_event_time_alignment_columns_when_the_source_aligns() -> None:
     assert [c.header for c in table.columns][-2:] == ["event time", "alignment"]
     assert "holds a-1" in str(table.caption)
     assert [c.header for c in render(compute_lag("g", {A0: 1}, {A0: 3})).columns][-1] == "behind open txn"
+
+
+@pytest.fixture
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_each_reading_into_a_pipe_is_headed_by_its_wall_clock_time(utc: None) -> None:
+    """Not seconds since the command started (the first reading said "at 0.0 s")."""
+    readings = iter([compute_lag("g", {A0: c}, {A0: 10}) for c in (0, 4)])
+    taken = iter([1_700_000_000.4, 1_700_000_005.0])
+    out = io.StringIO()
+    watch_lag(
+        next(readings),
+        lambda: next(readings),
+        out,
+        interval_s=5,
+        count=2,
+        sleep=lambda _: None,
+        wall=lambda: next(taken),
+    )
+    headers = [line for line in out.getvalue().splitlines() if not line.startswith(" ")]
+    assert headers == [
+        "group g at 2023-11-14 22:13:20 UTC: total lag 10",
+        "group g at 2023-11-14 22:13:25 UTC: total lag 6",
+    ]
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_lag_says_what_failed_in_its_own_prefixed_sentence_and_librdkafka_only_with_verbose(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    verbose: bool,
+) -> None:
+    """A group without commits: one line, ``sparkafka lag: <the sentence>``, as every command's error. A
+    line librdkafka logs meanwhile (a fresh broker's answer to a producer-id request) shows with -v only."""
+
+    getpid = "Failed to acquire idempotence PID from broker 127.0.0.1:9092/1: Broker: Coordinator load in "
+
+    def no_commits(conf: object, group: str, *_: object, **__: object) -> lag_ops.GroupLag:
+        # As confluent-kafka hands librdkafka's lines to a client's logger (client.log).
+        LIBRDKAFKA_LOG.warning("%s [%s] %s", "GETPID", "rdkafka#producer-2", getpid + "progress: retrying")
+        return compute_lag(group, {}, {A0: 3})
+
+    monkeypatch.setattr(cli, "_settings", lambda _args: {"bootstrap.servers": "b:1"})
+    monkeypatch.setattr(lag_ops, "fetch_group_lag", no_commits)
+    caplog.set_level(logging.INFO)
+    argv = ["lag", "--bootstrap-servers", "b:1", "--group", "g", "--topic", "a"]
+    assert cli.main(["-v", *argv] if verbose else argv) == 1
+    assert capsys.readouterr().err == (
+        "sparkafka lag: group 'g' has no committed offsets on topic a (nothing committed yet, or a different "
+        "group id)\n"
+    )
+    shown = [r.getMessage() for r in caplog.records if r.name == LIBRDKAFKA_LOG.name]
+    assert shown == ([f"GETPID [rdkafka#producer-2] {getpid}progress: retrying"] if verbose else [])
+    assert LIBRDKAFKA_LOG.level == logging.NOTSET  # as it was: a caller in the same process is unaffected

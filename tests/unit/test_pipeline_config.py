@@ -117,6 +117,18 @@ def test_bad_files_name_the_file_and_field(tmp_path: Path, edit: tuple[str, str]
     assert message in str(info.value)
 
 
+def test_a_pipeline_files_delivery_guarantee_is_read_as_the_sinks_option(tmp_path: Path) -> None:
+    """The pipeline's sink options go through the sink's own parser: the same spellings, the same refusal."""
+    text = GOOD.format(trigger="5 seconds")
+    flink = write(tmp_path, text.replace('"exactly_once"', '"exactly-once"'))
+    assert load_pipeline(flink).sink.delivery == "exactly_once"
+    typo = write(tmp_path, text.replace('"exactly_once"', '"exactly_one"'))
+    with pytest.raises(ConfigError) as info:
+        load_pipeline(typo)
+    assert str(info.value).startswith(f"{typo}: sink.options: option deliveryGuarantee='exactly_one'")
+    assert str(info.value).endswith("did you mean 'exactly_once'?")
+
+
 def test_not_toml_and_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_pipeline(write(tmp_path, "name = "))

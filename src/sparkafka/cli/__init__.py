@@ -91,7 +91,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_lag(args: argparse.Namespace) -> int:
     from sparkafka.cli.lag_view import plot_lag, watch_lag
-    from sparkafka.errors import SparkafkaError
+    from sparkafka.errors import ConfigError, SparkafkaError
     from sparkafka.ops.lag import fetch_group_lag
 
     def interrupt(*_: object) -> None:
@@ -103,12 +103,10 @@ def _cmd_lag(args: argparse.Namespace) -> int:
         first = fetch_group_lag(conf, args.group, args.topic, metrics_file=args.metrics_file)
         if not first.has_commits:
             where = f" on topic {args.topic}" if args.topic else ""
-            print(
+            raise ConfigError(
                 f"group {args.group!r} has no committed offsets{where} "
-                "(nothing committed yet, or a different group id)",
-                file=sys.stderr,
+                "(nothing committed yet, or a different group id)"
             )
-            return 1
         history = watch_lag(
             first,
             lambda: fetch_group_lag(conf, args.group, args.topic, metrics_file=args.metrics_file),
@@ -471,7 +469,9 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     parser.add_argument(
         "--version", action=_Version, help="sparkafka's version, and what this PySpark gives it"
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log at INFO, librdkafka's own log lines included"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     broker = sub.add_parser(
@@ -760,12 +760,15 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``sparkafka`` command: parse ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
+    from sparkafka.client.log import librdkafka_lines
+
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    return int(args.func(args))
+    with librdkafka_lines(shown=args.verbose):  # a command's own sentence says what failed
+        return int(args.func(args))
 
 
 if __name__ == "__main__":

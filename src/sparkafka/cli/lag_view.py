@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, TextIO
 
 from sparkafka.errors import ConfigError
@@ -62,10 +63,13 @@ def watch_lag(
     interval_s: float | None,
     count: int | None,
     sleep: Callable[[float], None] = time.sleep,
+    wall: Callable[[], float] = time.time,
 ) -> list[tuple[float, int]]:
-    """Print ``first``; with ``interval_s``, a fresh ``read()`` in place until ``count`` readings or Ctrl-C.
+    """Print ``first`` (just read); with ``interval_s``, a fresh ``read()`` in place until ``count`` readings
+    or Ctrl-C. Runs in the CLI's process.
 
-    Returns (seconds since start, total lag) per reading, for ``plot_lag``.
+    Into a pipe or a file each reading's header names its wall-clock time (``wall``, epoch seconds).
+    Returns (seconds since the first reading, total lag) per reading, for ``plot_lag``.
     """
     from rich.console import Console
     from rich.live import Live
@@ -74,13 +78,13 @@ def watch_lag(
     started = time.monotonic()
     history: list[tuple[float, int]] = [(0.0, first.total_lag)]
     if not out.isatty():  # a pipe or a file: every reading as plain lines, as it is taken
-        print(plain(first, 0.0), file=out, flush=True)
+        print(plain(first, wall()), file=out, flush=True)
         try:
             while interval_s is not None and (count is None or len(history) < count):
                 sleep(interval_s)
                 reading = read()
                 history.append((time.monotonic() - started, reading.total_lag))
-                print(plain(reading, history[-1][0]), file=out, flush=True)
+                print(plain(reading, wall()), file=out, flush=True)
         except KeyboardInterrupt:
             pass
         return history
@@ -99,9 +103,11 @@ def watch_lag(
     return history
 
 
-def plain(lag: GroupLag, at_s: float) -> str:
-    """One reading as plain lines (a header per reading, a line per partition), for pipes and files."""
-    rows = [f"group {lag.group_id} at {at_s:.1f} s: total lag {lag.total_lag}"]
+def plain(lag: GroupLag, taken_at: float) -> str:
+    """One reading as plain lines, for pipes and files: a header naming the group, the reading's local
+    wall-clock time (``taken_at``, epoch seconds) and the total, then a line per partition."""
+    when = datetime.fromtimestamp(taken_at).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+    rows = [f"group {lag.group_id} at {when}: total lag {lag.total_lag}"]
     for p in lag.partitions:
         committed = "-" if p.committed is None else str(p.committed)
         lag_text = "-" if p.lag is None else str(p.lag)

@@ -33,7 +33,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from sparkafka.client.conf import CONSUMER_ONLY, against_servers, consumer_settings, producer_settings
+from sparkafka.client.conf import (
+    CONSUMER_ONLY,
+    PRODUCER_ONLY,
+    against_servers,
+    consumer_settings,
+    producer_settings,
+)
 from sparkafka.client.log import logged
 from sparkafka.client.security import Access, denied_by
 from sparkafka.errors import BrokerError
@@ -288,9 +294,11 @@ def close_all() -> None:
 
 atexit.register(close_all)
 
-# An AdminClient is a producer-type handle: it warns of each consumer-only setting (a CONFWARN line), and of
-# a transactional id, which it would not use.
-_ADMIN_DROP = CONSUMER_ONLY | {"allow.auto.create.topics", "transactional.id", "transaction.timeout.ms"}
+# An AdminClient is a producer-type handle: it warns of each consumer-only setting (a CONFWARN line), and
+# acts on producer-only ones it has no use for: with a producer's enable.idempotence=true (a --command-config
+# shared with an application) it asks the broker for a producer id, and a fresh broker's "Coordinator load in
+# progress" answer became a GETPID warning under `sparkafka lag`'s table (measured, Apache Kafka 4.4).
+_ADMIN_DROP = CONSUMER_ONLY | PRODUCER_ONLY | {"allow.auto.create.topics"}
 
 
 _LOG_SERVE_INTERVAL_S = 1.0
@@ -402,7 +410,8 @@ def new_kafka_python_admin(conf: Mapping[str, str], timeout_s: float) -> Any:
 
 
 def admin_settings(conf: Mapping[str, str]) -> dict[str, str]:
-    """``conf`` without the consumer- and producer-only settings an AdminClient warns about."""
+    """``conf`` without the consumer- and producer-only settings: an AdminClient warns about the first and
+    would act on some of the second (``enable.idempotence``: a producer id asked for at start)."""
     return {k: v for k, v in conf.items() if k not in _ADMIN_DROP}
 
 

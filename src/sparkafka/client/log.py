@@ -8,14 +8,15 @@ address printed 581 "Connection refused" lines in 30 s (about 20 a second).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-__all__ = ["LIBRDKAFKA_LOG", "RATE_LIMIT", "RateLimit", "logged"]
+__all__ = ["LIBRDKAFKA_LOG", "RATE_LIMIT", "RateLimit", "librdkafka_lines", "logged"]
 
 _PARENTHESISED = re.compile(r"\((?:[^()]|\([^()]*\))*\)")
 """A parenthesised detail, one level of nesting included: "(after 0ms in state CONNECT, 1 identical error(s)
@@ -98,3 +99,21 @@ def logged(settings: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(given, logging.Logger) and given is not LIBRDKAFKA_LOG and RATE_LIMIT not in given.filters:
         given.addFilter(RATE_LIMIT)
     return out
+
+
+@contextlib.contextmanager
+def librdkafka_lines(shown: bool) -> Iterator[None]:
+    """Within: whether ``LIBRDKAFKA_LOG`` passes librdkafka's lines on to the process's handlers.
+
+    The ``sparkafka`` command runs each command within it (shown with ``--verbose``): a command says what
+    failed in one sentence of its own, so librdkafka's lines are noise there, most of them retries the
+    lookups ride out (a fresh broker's ``GETPID ... Coordinator load in progress: retrying``). Elsewhere
+    (the user's driver, Spark's Python processes) the level is the process's logging's to set. The private
+    loggers of the sink's producers follow it too (they forward only what this logger would show).
+    """
+    before = LIBRDKAFKA_LOG.level
+    LIBRDKAFKA_LOG.setLevel(logging.NOTSET if shown else logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        LIBRDKAFKA_LOG.setLevel(before)

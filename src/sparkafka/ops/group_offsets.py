@@ -350,9 +350,9 @@ def running_query_refusal(group: str, metadata: Mapping[TopicPartition, str], no
     if age_s >= LIVE_WINDOW_S or newest.stopped:
         return None
     return (
-        f"group {group!r} is committed to by a running sparkafka query (run {newest.run}, pid {newest.pid} "
-        f"on {newest.host}, last commit {age_s:.0f} s ago), which would overwrite a reset with its next "
-        "commit: stop the query first (a query that commits nothing for "
+        f"group {group!r} is committed to by a running sparkafka query ({newest.committer()}, last commit "
+        f"{age_s:.0f} s ago), which would overwrite a reset with its next commit: stop the query first (a "
+        "query that commits nothing for "
         f"{LIVE_WINDOW_S / 60:.0f} minutes counts as stopped), or pass --force if it is already stopped"
     )
 

@@ -37,6 +37,8 @@ DeliveryGuarantee = Literal["at_least_once", "exactly_once", "none"]
 Partitioner = Literal["default", "fixed", "roundrobin"]
 DELIVERIES: tuple[DeliveryGuarantee, ...] = get_args(DeliveryGuarantee)
 PARTITIONERS: tuple[Partitioner, ...] = get_args(Partitioner)
+_DELIVERY_HINTS: Mapping[str, DeliveryGuarantee] = {"at_most_once": "none"}
+"""Names of a guarantee that are not close to its value's spelling, for the refusal's "did you mean"."""
 
 SINK_OPTIONS: tuple[Option, ...] = (
     Option(
@@ -48,7 +50,10 @@ SINK_OPTIONS: tuple[Option, ...] = (
     Option(
         "deliveryGuarantee",
         "`at_least_once`: every task flushes before it reports success (a retried task may write twice); "
-        "`exactly_once`: two-phase commit over Kafka transactions; `none`: no flush, fire and forget.",
+        "`exactly_once`: two-phase commit over Kafka transactions; `none`: no flush, fire and forget. "
+        "Flink's spellings are the same values: `exactly-once`, `at-least-once` (its "
+        "`sink.delivery-guarantee`) and `EXACTLY_ONCE`, `AT_LEAST_ONCE`, `NONE` (its `DeliveryGuarantee`); "
+        'any other value is refused, with a "did you mean" when one is close.',
         default="at_least_once",
         allowed=DELIVERIES,
     ),
@@ -185,7 +190,7 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
             raise ConfigError(
                 f"option kafka.{key} is managed by sparkafka: use transactionalIdPrefix / partitioner instead"
             )
-    delivery = reader.choice("deliveryGuarantee", DELIVERIES, "at_least_once")
+    delivery = reader.choice("deliveryGuarantee", DELIVERIES, "at_least_once", _DELIVERY_HINTS)
     prefix = reader.get_str("transactionalIdPrefix")
     if delivery == "exactly_once":
         if prefix is None:

@@ -11,8 +11,9 @@ poll, ``close`` on stop), so it needs no thread of its own and is tested with a 
 A query commits without joining the group (it is never a member), so Kafka shows its group as Empty while
 it runs. Two things keep an operator's reset (``sparkafka offsets reset``) from being overwritten:
 
-- every commit carries a mark in its metadata (``CommitMark``: this run, host, pid, wall-clock time), and
-  the tool refuses to reset a group a sparkafka query committed to within ``LIVE_WINDOW_S``;
+- every commit carries a mark in its metadata (``CommitMark``: this run, host, pid, wall-clock time, and
+  the query's driver and application, ``driver_process``), and the tool refuses to reset a group a
+  sparkafka query committed to within ``LIVE_WINDOW_S``, naming that driver;
 - before a commit that follows ``RECHECK_AFTER_S`` or more without one (an idle query, which the tool may
   take for stopped), the committer reads the group again; if its offsets are not the ones this run left,
   another client moved them, and the committer stops committing for the rest of the run (an error, in the
@@ -52,6 +53,7 @@ from typing import Any, Protocol
 from sparkafka.client.core import new_consumer, raise_partition_error, with_retries
 from sparkafka.metrics_files import default_metrics_path, read_json, write_json_atomically
 from sparkafka.source.alignment_status import AlignmentStatus
+from sparkafka.source.driver_process import QueryDriver, driver_of
 from sparkafka.source.options import CommitMode
 from sparkafka.structs import GroupOffset, TopicPartition, group_commits
 
@@ -102,6 +104,9 @@ class CommitMark:
     """The id of the topic the offsets were read from (None where the broker gives none)."""
     cluster: str | None = None
     """The id of the cluster the offsets were read from (None where the broker gives none)."""
+    driver: QueryDriver | None = None
+    """The query's driver as its user knows it (``driver_process``); None in marks of earlier versions,
+    whose ``pid`` alone named the committer: Spark's source runner, a process the user never started."""
 
     def to_metadata(self) -> str:
         """The commit metadata string (well under Kafka's offset.metadata.max.bytes, 4096)."""
@@ -112,7 +117,27 @@ class CommitMark:
             body["tid"] = self.topic_id
         if self.cluster:
             body["cid"] = self.cluster
+        if self.driver is not None:
+            body["driver"] = self.driver.to_json()
         return _MARK_PREFIX + json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+    def committer(self) -> str:
+        """Who made the commit, in the words its user knows: the application, the driver's pid, the host.
+
+        Example: ``application 'orders-etl' (local-1764000000000), driver pid 4242 on host-a``; a mark of
+        an earlier version names Spark's source runner.
+        """
+        driver = self.driver
+        if driver is None:
+            return f"Spark's source runner pid {self.pid} on {self.host}"
+        named = []
+        if driver.app_name is not None:
+            named.append(
+                f"application {driver.app_name!r}" + (f" ({driver.app_id})" if driver.app_id else "")
+            )
+        if driver.pid is not None:
+            named.append(f"driver pid {driver.pid}")
+        return f"{', '.join(named) or 'a driver'} on {self.host}"
 
     @classmethod
     def from_metadata(cls, metadata: str | None) -> CommitMark | None:
@@ -129,6 +154,7 @@ class CommitMark:
                 bool(data.get("stopped", False)),
                 str(data["tid"]) if data.get("tid") else None,
                 str(data["cid"]) if data.get("cid") else None,
+                QueryDriver.from_json(data["driver"]) if isinstance(data.get("driver"), dict) else None,
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -273,6 +299,7 @@ class OffsetCommitter:
         wall_ms: wall-clock milliseconds, for the commits' marks; injectable for tests.
         topics_exist: which of the topics given exist now (the source's metadata): a partition whose group
             offset is gone is a reset only if its topic still exists.
+        driver: the query's driver, named in the commits' marks (default: ``driver_of`` this process).
     """
 
     def __init__(
@@ -286,6 +313,7 @@ class OffsetCommitter:
         clock: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         topics_exist: Callable[[Iterable[str]], Iterable[str]] | None = None,
+        driver: QueryDriver | None = None,
     ) -> None:
         """Set up the state; the client is built only when the first commit is due."""
         self._factory = client_factory
@@ -319,6 +347,7 @@ class OffsetCommitter:
         self._wall_ms = wall_ms
         self._run = uuid.uuid4().hex[:12]
         self._host = socket.gethostname()
+        self._driver = driver if driver is not None else driver_of()
         self.stopped_by: str | None = None
         """Why this run stopped committing (another client moved the group's offsets); None while it does."""
 
@@ -463,7 +492,7 @@ class OffsetCommitter:
         offsets = {tp: self._confirmed[tp] for tp in self._target if tp in self._confirmed}
         if not offsets or self._moved_by_another(self._clock()):  # a reset made while this run idled stands
             return
-        mark = CommitMark(self._run, self._host, os.getpid(), self._wall_ms(), stopped=True)
+        mark = self._mark(stopped=True)
         self._pending.append(offsets)
 
         def done(sent: Mapping[TopicPartition, int], error: str | None) -> None:
@@ -475,6 +504,10 @@ class OffsetCommitter:
                 )
 
         self._client.commit_async(offsets, self._marks(offsets, mark), done)
+
+    def _mark(self, stopped: bool = False) -> CommitMark:
+        """This run's mark for a commit sent now (``stopped``: its last)."""
+        return CommitMark(self._run, self._host, os.getpid(), self._wall_ms(), stopped, driver=self._driver)
 
     def _marks(self, offsets: Mapping[TopicPartition, int], mark: CommitMark) -> dict[TopicPartition, str]:
         """Each partition's commit metadata: ``mark``, naming its topic's id."""
@@ -506,7 +539,7 @@ class OffsetCommitter:
             return
         self._pending.append(due)
         self._last_sent_at = now
-        mark = CommitMark(self._run, self._host, os.getpid(), self._wall_ms())
+        mark = self._mark()
         sent = ({topic: self._ids.get(topic) for topic in {tp.topic for tp in due}}, dict(self._generation))
         self._client.commit_async(
             due, self._marks(due, mark), lambda offsets, error: self._on_done(offsets, error, *sent)

@@ -77,6 +77,48 @@ def test_bad_options_name_the_option(extra: dict[str, str], message: str) -> Non
         parse(**extra)
 
 
+@pytest.mark.parametrize(
+    ("given", "want"),
+    [
+        ("exactly_once", "exactly_once"),
+        ("exactly-once", "exactly_once"),  # Flink's sink.delivery-guarantee
+        ("EXACTLY_ONCE", "exactly_once"),  # Flink's DeliveryGuarantee enum constant
+        ("Exactly-Once", "exactly_once"),
+        (" exactly_once ", "exactly_once"),
+        ("at_least_once", "at_least_once"),
+        ("at-least-once", "at_least_once"),
+        ("AT_LEAST_ONCE", "at_least_once"),
+        ("none", "none"),
+        ("NONE", "none"),
+    ],
+)
+def test_delivery_guarantee_takes_sparkafkas_and_flinks_spellings(given: str, want: str) -> None:
+    prefix = {"transactionalIdPrefix": "p"} if want == "exactly_once" else {}
+    assert parse(deliveryGuarantee=given, **prefix).delivery == want
+
+
+@pytest.mark.parametrize(
+    ("given", "hint"),
+    [
+        ("exactly_one", "exactly_once"),
+        ("exactlyonce", "exactly_once"),
+        ("exactly once", "exactly_once"),
+        ("EXACTLY.ONCE", "exactly_once"),
+        ("at-least-one", "at_least_once"),
+        ("at_most_once", "none"),  # Kafka's name for what none gives
+        ("At-Most-Once", "none"),
+        ("twice", None),
+        ("transactional", None),
+    ],
+)
+def test_any_other_delivery_guarantee_is_refused_in_one_sentence(given: str, hint: str | None) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse(deliveryGuarantee=given, transactionalIdPrefix="p")
+    allowed = "use one of: at_least_once, exactly_once, none (in any case, with - or _)"
+    did_you_mean = "" if hint is None else f"; did you mean {hint!r}?"
+    assert str(raised.value) == f"option deliveryGuarantee={given!r} is not allowed; {allowed}{did_you_mean}"
+
+
 def schema(**cols: Any) -> T.StructType:
     return T.StructType([T.StructField(n, t) for n, t in cols.items()])
 
