@@ -282,7 +282,7 @@ def test_the_command_checks_its_options_before_contacting_a_broker(
 def test_the_command_prints_what_it_granted_and_revoked(
     admin: FakeAdmin, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("sparkafka.cli._settings", lambda _args: dict(SASL))
+    monkeypatch.setattr("sparkafka.cli.commands._settings", lambda _args: dict(SASL))
     line = ["--principal", "User:etl", "--for-query", "--source-topic", "orders", "--group", "etl"]
     assert main(["acls", "grant", *line]) == 0
     assert capsys.readouterr().out.splitlines() == [

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sparkafka import cli
+from sparkafka.cli import commands
 from sparkafka.cli.lag_view import plot_lag, render, watch_lag
 from sparkafka.client.log import LIBRDKAFKA_LOG
 from sparkafka.ops import lag as lag_ops
@@ -142,7 +143,7 @@ def test_lag_says_what_failed_in_its_own_prefixed_sentence_and_librdkafka_only_w
         LIBRDKAFKA_LOG.warning("%s [%s] %s", "GETPID", "rdkafka#producer-2", getpid + "progress: retrying")
         return compute_lag(group, {}, {A0: 3})
 
-    monkeypatch.setattr(cli, "_settings", lambda _args: {"bootstrap.servers": "b:1"})
+    monkeypatch.setattr(commands, "_settings", lambda _args: {"bootstrap.servers": "b:1"})
     monkeypatch.setattr(lag_ops, "fetch_group_lag", no_commits)
     caplog.set_level(logging.INFO)
     argv = ["lag", "--bootstrap-servers", "b:1", "--group", "g", "--topic", "a"]
