@@ -323,16 +323,20 @@ def is_connect(spark: Any) -> bool:
 def _workers_on_this_interpreter(spark: Any) -> None:
     # PySpark starts Python workers with PYSPARK_PYTHON, else "python3" from PATH: a script run as
     # .venv/bin/python without activating the venv got workers without sparkafka ("No module named
-    # 'sparkafka'", measured). In local mode the workers run here, so they get this interpreter. The data
-    # source's workers use the interpreter the context has when it is registered, hence before register.
+    # 'sparkafka'", measured). In local mode the workers run here, so they get this interpreter, or the one
+    # spark.pyspark.python names: Spark's docs say that setting chooses the workers' Python, but outside
+    # spark-submit PySpark ignores it (SparkContext.pythonExec reads only PYSPARK_PYTHON; measured: a
+    # builder's spark.pyspark.python left the workers on python3). The data source's workers use the
+    # interpreter the context has when it is registered, hence before register.
     sc = spark.sparkContext
-    if os.environ.get("PYSPARK_PYTHON") or sc.getConf().get("spark.pyspark.python"):
+    if os.environ.get("PYSPARK_PYTHON"):
         return
     if not str(sc.master).startswith("local"):
         return  # executors elsewhere: their interpreter is PYSPARK_PYTHON's to say (docs/deploy.md)
-    if sc.pythonExec != sys.executable:
-        log.info("Python workers run %s (PYSPARK_PYTHON is unset)", sys.executable)
-        sc.pythonExec = sys.executable
+    wanted = sc.getConf().get("spark.pyspark.python") or sys.executable
+    if sc.pythonExec != wanted:
+        log.info("Python workers run %s (PYSPARK_PYTHON is unset)", wanted)
+        sc.pythonExec = wanted
 
 
 def shipped_archive() -> str | None:

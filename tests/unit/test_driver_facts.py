@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -147,3 +148,47 @@ def test_the_data_source_adopts_the_facts_in_the_process_that_uses_it(
     assert all(name not in os.environ for name in FACTS)  # made in the planner: nothing yet
     told._options()
     assert {name: os.environ[name] for name in FACTS} == FACTS
+
+
+class _Conf:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+
+    def get(self, key: str) -> str | None:
+        return self.values.get(key)
+
+
+class _Context:
+    def __init__(self, master: str, conf: dict[str, str]) -> None:
+        self.master, self.conf, self.pythonExec = master, conf, "python3"
+
+    def getConf(self) -> _Conf:
+        return _Conf(self.conf)
+
+
+class _Session:
+    def __init__(self, master: str, conf: dict[str, str] | None = None) -> None:
+        self.sparkContext = _Context(master, conf or {})
+
+
+@pytest.mark.parametrize(
+    ("master", "conf", "env", "expected"),
+    [
+        ("local[2]", {}, None, sys.executable),  # a venv's python run without activating it
+        ("local[2]", {"spark.pyspark.python": "/opt/py/bin/python"}, None, "/opt/py/bin/python"),
+        ("local[2]", {}, "/env/python", "python3"),  # PySpark's own choice stands
+        ("spark://host:7077", {}, None, "python3"),  # executors elsewhere
+    ],
+)
+def test_local_workers_run_the_python_the_user_chose_or_this_one(
+    monkeypatch: pytest.MonkeyPatch, master: str, conf: dict[str, str], env: str | None, expected: str
+) -> None:
+    from sparkafka.datasource import _workers_on_this_interpreter
+
+    if env is None:
+        monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    else:
+        monkeypatch.setenv("PYSPARK_PYTHON", env)
+    session = _Session(master, conf)
+    _workers_on_this_interpreter(session)
+    assert session.sparkContext.pythonExec == expected
