@@ -231,3 +231,64 @@ def test_the_native_wheel_is_manylinux_with_openssl_inside(wheels: Path, tmp_pat
     assert int(tag.group(1)) == glibc
     ldd = subprocess.run(["ldd", str(extension)], capture_output=True, text=True, check=True).stdout
     assert not re.search(r"libssl|libcrypto", ldd), ldd
+
+
+COUNT_JOB = textwrap.dedent(
+    """
+    import sys
+    from pyspark.sql import SparkSession
+
+    bootstrap, source = sys.argv[1:3]
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("OFF")
+    try:
+        df = spark.read.format("sparkafka").option("kafka.bootstrap.servers", bootstrap)
+        print(f"RESULT rows {df.option('subscribe', source).load().count()}")
+    except Exception as e:
+        print(f"RESULT error {str(e).splitlines()[0]}")
+    spark.stop()
+    """
+)
+
+
+def test_format_sparkafka_from_a_venv_python_run_without_activating_it(
+    tmp_path: Path, wheels: Path, dependencies: Path, kafka: Kafka, new_topic: Callable[..., str]
+) -> None:
+    """``/path/to/venv/bin/python job.py`` with another ``python3`` first on the PATH (the venv not
+    activated) and no ``register``: Spark looks ``pyspark_sparkafka`` up with ``python3`` from the PATH, which
+    has no PySpark, and says DATA_SOURCE_NOT_FOUND; with ``PYSPARK_PYTHON`` naming the venv's Python, the
+    one-line fix docs/troubleshooting.md gives, the same job reads."""
+    bin_dir = fresh_venv(tmp_path / "venv", dependencies, wheels, "sparkafka")
+    other = tmp_path / "other"  # a python3 without PySpark, as a system's is
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True)
+    source = new_topic(partitions=1)
+    kafka.produce(source, [f"n{i}" for i in range(7)], partitions=1)
+    script = tmp_path / "count.py"
+    script.write_text(COUNT_JOB)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYSPARK", "VIRTUAL_ENV"))}
+    env.update(
+        PATH=f"{other / 'bin'}{os.pathsep}{env['PATH']}", SPARK_LOCAL_IP="127.0.0.1", TMPDIR=str(tmp_path)
+    )
+
+    def result(extra: dict[str, str]) -> str:
+        done = subprocess.run(
+            [str(bin_dir / "python"), str(script), kafka.conf["bootstrap.servers"], source],
+            cwd=tmp_path,
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+        assert lines, done.stdout[-3000:] + done.stderr[-3000:]
+        return lines[-1].removeprefix("RESULT ")
+
+    assert "DATA_SOURCE_NOT_FOUND" in result({})
+    assert result({"PYSPARK_PYTHON": str(bin_dir / "python")}) == "rows 7"
