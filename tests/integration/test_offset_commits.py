@@ -307,3 +307,66 @@ def test_a_group_start_after_the_topic_was_recreated_skips_nothing_of_the_new_lo
     read = stream_once(spark, "sparkafka", bootstrap, tmp_path / "later", **later)
     assert not isinstance(read, str), read
     assert [r[2] for r in read] == list(range(300, 1100))
+
+
+def test_a_partition_moved_by_hand_under_a_running_query_is_left_alone_shown_and_taken_back_at_restart(
+    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], checkpoint: str
+) -> None:
+    """Issue 50: one partition's group offset moved by hand (``sparkafka offsets reset --force``, as
+    kafka-consumer-groups --reset-offsets would) while the query runs and commits. The query goes on, its
+    other partition is committed as before, the moved one keeps the operator's offset although the query
+    read past it, and the move shows in the metrics file and in ``offsets show``; the query's next run
+    commits its position again."""
+    from sparkafka.ops.group_offsets import parse_target, render_show, reset_group, show_positions
+
+    topic = new_topic(partitions=2)
+    t0, t1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    produce(kafka_conf, topic, (f"m{i}" for i in range(20)), 2)
+    group = new_group()
+
+    def start() -> Any:
+        df = source(
+            spark, bootstrap, subscribe=topic, startingOffsets="earliest", **{"kafka.group.id": group}
+        )
+        return df.writeStream.format("noop").option("checkpointLocation", checkpoint).start()
+
+    def offsets() -> Offsets:
+        return group_offsets(kafka_conf, group, topic, 2)
+
+    query = start()
+    try:
+        query.processAllAvailable()
+        wait_until(lambda: offsets() == {t0: 10, t1: 10}, 60, "the first batch's commit")
+        reset_group(
+            kafka_conf, group, parse_target(f'json:{{"{topic}": {{"0": 3}}}}'), execute=True, force=True
+        )
+        produce(kafka_conf, topic, (f"n{i}" for i in range(20)), 2)
+        query.processAllAvailable()
+        wait_until(lambda: offsets().get(t1) == 20, 60, "the other partition committed after the move")
+        assert offsets() == {t0: 3, t1: 20}
+        metrics = sparkafka.source_metrics(group)
+        assert metrics is not None
+        moved = metrics.moved_by_hand[t0]
+        assert (moved.group_offset, moved.last_committed, moved.query_at) == (3, 10, 20)
+        assert set(metrics.moved_by_hand) == {t0}
+        assert (metrics.commits_failed, metrics.last_error) == (0, None)  # nothing failed, the query neither
+        assert query.isActive
+        assert query.exception() is None
+        shown = render_show(*show_positions(kafka_conf, checkpoint, group), group)
+        assert f"  {topic}-0: moved to 3, seen " in shown
+        assert "the query had committed 10 and was at 20" in shown
+    finally:
+        query.stop()
+    assert offsets() == {t0: 3, t1: 20}  # the stop's mark went to the partition not moved alone
+
+    restarted = start()  # a new run learns the group's offsets afresh and commits its position over the move
+    try:
+        restarted.processAllAvailable()
+        wait_until(lambda: offsets() == {t0: 20, t1: 20}, 60, "the restart's commit")
+        wait_until(
+            lambda: not sparkafka.source_metrics(group).moved_by_hand,  # type: ignore[union-attr]
+            60,
+            "the new run's metrics, without the move",
+        )
+    finally:
+        restarted.stop()
