@@ -164,33 +164,3 @@ def test_a_partition_moved_by_hand_under_the_query_is_marked_while_the_group_hol
     lag = compute_lag("g", {A0: 3, A1: 20}, {A0: 20, A1: 20}, moved_by_hand=moved)  # A1: a restart committed
     assert [p.moved_by_hand for p in lag.partitions] == [moved[A0], None]
     assert lag.partitions[0].lag == 17
-
-
-def test_lag_marks_a_partition_moved_by_hand_on_its_line_and_in_a_note_column() -> None:
-    """Issue 50: the lag of a partition moved by hand counts from the operator's offset, which the running
-    query leaves alone; its line says so and where the query is. A partition moved again since is unmarked."""
-    from rich.console import Console
-
-    from sparkafka.source.commits import MovedByHand
-
-    moved = {A0: MovedByHand(3, 10, 20, 0), A1: MovedByHand(5, 10, 20, 0), A2: MovedByHand(None, 9, 9, 0)}
-    lag = compute_lag("g", {A0: 3, A1: 20, A2: None}, {A0: 20, A1: 20, A2: 9}, moved_by_hand=moved)
-    out = io.StringIO()
-    watch_lag(lag, lambda: lag, out, interval_s=None, count=None)
-    lines = out.getvalue().splitlines()
-    assert (
-        "  a 0: committed 3, log end 20, lag 17, behind open txn 0; "
-        "moved by hand at 3, not committed by the query since (query at 20)" in lines
-    )
-    assert "  a 1: committed 20, log end 20, lag 0, behind open txn 0" in lines  # moved again since
-    assert (
-        "  a 2: committed -, log end 9, lag -, behind open txn 0; "
-        "deleted by hand, not committed by the query since (query at 9)" in lines
-    )
-
-    table = render(lag)
-    assert [c.header for c in table.columns][-1] == "note"
-    shown = io.StringIO()
-    Console(file=shown, width=200).print(table)
-    assert "moved by hand at 3, not committed by the query since (query at 20)" in shown.getvalue()
-    assert "note" not in [c.header for c in render(compute_lag("g", {A0: 1}, {A0: 3})).columns]

@@ -14,47 +14,29 @@ from sparkafka.errors import ConfigError
 from sparkafka.ops.lag import GroupLag, PartitionLag
 from sparkafka.source.alignment_status import describe_duration, describe_time
 
-__all__ = ["moved_by_hand_note", "plain", "plot_lag", "render", "watch_lag"]
+__all__ = ["plain", "plot_lag", "render", "watch_lag"]
 
 
 def render(lag: GroupLag) -> Any:
-    """A rich table of one lag reading (a ``note`` column when a partition was moved by hand)."""
+    """A rich table of one lag reading."""
     from rich.table import Table
 
     table = Table(title=f"group {lag.group_id}", caption=_alignment_caption(lag))
     aligned = lag.alignment is not None
-    noted = any(p.moved_by_hand is not None for p in lag.partitions)
     names = ["topic", "partition", "committed", "log end", "lag", "behind open txn"]
-    names += ["event time", "alignment"] if aligned else []
-    names += ["note"] if noted else []
-    for name in names:
-        table.add_column(
-            name, justify="left" if name in ("topic", "event time", "alignment", "note") else "right"
-        )
+    for name in [*names, "event time", "alignment"] if aligned else names:
+        table.add_column(name, justify="left" if name in ("topic", "event time", "alignment") else "right")
     for p in lag.partitions:
         committed = "-" if p.committed is None else str(p.committed)
         lag_text = "-" if p.lag is None else str(p.lag)
         row = [p.tp.topic, str(p.tp.partition), committed, str(p.log_end), lag_text, str(p.held)]
-        row += _event_time_cells(p) if aligned else []
-        row += [moved_by_hand_note(p) or ""] if noted else []
-        table.add_row(*row)
+        table.add_row(*row, *(_event_time_cells(p) if aligned else []))
     committed_total = sum(p.committed or 0 for p in lag.partitions)
     ends_total = sum(p.log_end for p in lag.partitions)
     held = sum(p.held for p in lag.partitions)
     totals = ["total", "", str(committed_total), str(ends_total), str(lag.total_lag), str(held)]
-    table.add_row(*totals, *[""] * (len(names) - len(totals)), style="bold")
+    table.add_row(*totals, *(["", ""] if aligned else []), style="bold")
     return table
-
-
-def moved_by_hand_note(p: PartitionLag) -> str | None:
-    """What a partition another client moved under the group's running query says (``PartitionLag``), or
-    None: its committed offset is the operator's, which the query leaves alone until it restarts, so its
-    lag is counted from there; the query's own position is named."""
-    m = p.moved_by_hand
-    if m is None:
-        return None
-    what = "deleted by hand" if m.group_offset is None else f"moved by hand at {m.group_offset}"
-    return f"{what}, not committed by the query since (query at {m.query_at})"
 
 
 def _event_time_cells(p: PartitionLag) -> list[str]:
@@ -123,18 +105,16 @@ def watch_lag(
 
 def plain(lag: GroupLag, taken_at: float) -> str:
     """One reading as plain lines, for pipes and files: a header naming the group, the reading's local
-    wall-clock time (``taken_at``, epoch seconds) and the total, then a line per partition (ending with
-    ``moved_by_hand_note`` for a partition moved by hand under the query)."""
+    wall-clock time (``taken_at``, epoch seconds) and the total, then a line per partition."""
     when = datetime.fromtimestamp(taken_at).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
     rows = [f"group {lag.group_id} at {when}: total lag {lag.total_lag}"]
     for p in lag.partitions:
         committed = "-" if p.committed is None else str(p.committed)
         lag_text = "-" if p.lag is None else str(p.lag)
         aligned = ", event time {}, {}".format(*_event_time_cells(p)) if lag.alignment is not None else ""
-        note = moved_by_hand_note(p)
         rows.append(
             f"  {p.tp.topic} {p.tp.partition}: committed {committed}, log end {p.log_end}, lag {lag_text}, "
-            f"behind open txn {p.held}{aligned}" + (f"; {note}" if note else "")
+            f"behind open txn {p.held}{aligned}"
         )
     caption = _alignment_caption(lag)
     return "\n".join([*rows, f"  {caption}"] if caption else rows)

@@ -123,9 +123,8 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement 
     lag.add_argument(
         "--metrics-file",
         metavar="PATH",
-        help="the source's metricsFile option, if set: its event-time alignment and the partitions moved "
-        "by hand under the running query are shown per partition (default: the group's metrics file on this "
-        "host)",
+        help="the source's metricsFile option, if set: its event-time alignment is shown per partition "
+        "(default: the group's metrics file on this host, when the source aligns by event time)",
     )
     lag.set_defaults(func=_cmd_lag)
 
