@@ -320,17 +320,19 @@ def test_a_reset_is_refused_while_a_sparkafka_query_commits_and_a_forced_one_is_
     kafka: Kafka, kafka_conf: dict[str, str]
 ) -> None:
     """sparkafka commits without joining the group, so the group reads Empty while a query runs: the tool
-    must see the query's liveness in its commits' metadata, and the query must not write over a reset, idle
-    or not (issue 50: it reads the group before each commit and leaves the partitions moved alone)."""
+    must see the query's liveness in its commits' metadata, and the query must not write over a reset."""
     from sparkafka.ops.group_offsets import parse_target, reset_group
-    from sparkafka.source.commits import KafkaCommitClient, OffsetCommitter
+    from sparkafka.source.commits import RECHECK_AFTER_S, KafkaCommitClient, OffsetCommitter
     from sparkafka.structs import TopicPartition
 
     topic = kafka.topic(partitions=2)
     kafka.produce(topic, [f"v{i}" for i in range(20)], partitions=2)
     group = f"lt4-{uuid.uuid4().hex[:8]}"
     tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
-    committer = OffsetCommitter(lambda: KafkaCommitClient(kafka_conf, group), group, mode="on_checkpoint")
+    now = [1000.0]
+    committer = OffsetCommitter(
+        lambda: KafkaCommitClient(kafka_conf, group), group, mode="on_checkpoint", clock=lambda: now[0]
+    )
     try:
         committer.completed({tps[0]: 5, tps[1]: 7})
         wait_until(lambda: kafka.group_offsets(group, topic, 2) == {tps[0]: 5, tps[1]: 7}, 30, "commit")
@@ -343,11 +345,12 @@ def test_a_reset_is_refused_while_a_sparkafka_query_commits_and_a_forced_one_is_
 
         reset_group(kafka_conf, group, parse_target("earliest"), execute=True, force=True)
         assert kafka.group_offsets(group, topic, 2) == {tps[0]: 0, tps[1]: 0}
-        committer.completed({tps[0]: 9, tps[1]: 9})  # the next batch at once: reads the group first
-        assert set(committer.moved_by_hand) == {tps[0], tps[1]}
+        now[0] += RECHECK_AFTER_S + 1  # the query idles, then completes another batch
+        committer.completed({tps[0]: 9, tps[1]: 9})  # reads the group first: someone moved it
+        assert committer.stopped_by is not None
         committer.close()  # would send what is due: nothing may be
         assert kafka.group_offsets(group, topic, 2) == {tps[0]: 0, tps[1]: 0}
-        assert committer.metrics.last_error is None
+        assert "changed by another client" in (committer.metrics.last_error or "")
     finally:
         committer.close()
 

@@ -43,39 +43,3 @@ def test_serve_exports_every_sparkafka_query_of_the_session(
     finally:
         query.stop()
         server.close()
-
-
-def test_serve_without_groups_exports_the_group_commits_of_each_query(
-    spark: Any, kafka_conf: dict[str, str], bootstrap: str, new_topic: Callable[..., str], checkpoint: str
-) -> None:
-    """Issue 50: ``serve(spark, port=...)`` as docs/operations.md shows it, with no ``groups=``: the group
-    of the query's source (``kafka.group.id``) is read from its plan, and its commits are exported."""
-    topic = new_topic(partitions=2)
-    produce(kafka_conf, topic, [f"g{i}" for i in range(30)], 2)
-    group = f"prom-{uuid.uuid4().hex[:8]}"
-    port = free_port()
-    server = serve(spark, port)
-    name = f"q_{uuid.uuid4().hex[:8]}"
-    df = source(spark, bootstrap, subscribe=topic, startingOffsets="earliest", **{"kafka.group.id": group})
-    query = memory_query(df, name, checkpoint)
-    try:
-        query.processAllAvailable()
-
-        def committed() -> dict[str, float]:
-            m = scrape(port)
-            return {
-                dict(labels)["partition"]: v
-                for (metric, labels), v in m.items()
-                if metric == "sparkafka_group_committed_offset"
-                and ("query", name) in labels
-                and ("group", group) in labels
-                and ("topic", topic) in labels
-            }
-
-        # The group offsets are committed after the batch, and exported at the progress event after that.
-        wait_until(lambda: committed() == {"0": 15, "1": 15}, 60, "the group's committed offsets in /metrics")
-        ok = ("sparkafka_group_commits_total", (("group", group), ("query", name), ("result", "ok")))
-        assert scrape(port)[ok] >= 1
-    finally:
-        query.stop()
-        server.close()

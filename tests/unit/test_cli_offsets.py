@@ -113,31 +113,6 @@ def test_a_reset_refusal_names_the_driver_the_user_started_not_sparks_source_run
     assert refusal is not None
     assert refusal.startswith(
         "group 'g' is committed to by a running sparkafka query (application 'orders-etl' "
-        "(local-1764000000000), driver pid 100 on host-a, last commit 12 s ago), which goes on reading"
+        "(local-1764000000000), driver pid 100 on host-a, last commit 12 s ago), which would overwrite"
     )
     assert "300" not in refusal
-
-
-def test_show_names_the_partitions_a_running_query_left_alone_after_a_move_by_hand() -> None:
-    """Issue 50: ``offsets show`` says which group offsets the query no longer commits (its metrics file),
-    while the group still holds the offset moved to."""
-    from sparkafka.ops.group_offsets import CheckpointPosition, PartitionPositions, render_show
-    from sparkafka.source.commits import MovedByHand, still_moved
-
-    t0, t1, t2 = (TopicPartition("orders", p) for p in range(3))
-    recorded = {t0: MovedByHand(3, 10, 20, 0), t1: MovedByHand(5, 10, 20, 0), t2: MovedByHand(None, 9, 9, 0)}
-    moved = still_moved(recorded, {t0: 3, t1: 20, t2: None})  # t1 moved again since (a restart committed)
-    assert moved == {t0: recorded[t0], t2: recorded[t2]}
-    rows = [
-        PartitionPositions(t0, 20, 3, 0, 20, moved[t0]),
-        PartitionPositions(t1, 20, 20, 0, 20),
-        PartitionPositions(t2, 9, None, 0, 9, moved[t2]),
-    ]
-    text = render_show(CheckpointPosition(4, {}), rows, "g")
-    assert "not committed by it since (its next run commits its position again)" in text
-    assert (
-        "  orders-0: moved to 3, seen 1970-01-01 00:00:00 UTC; the query had committed 10 and was at 20"
-        in text.splitlines()
-    )
-    assert any(line.startswith("  orders-2: deleted, seen") for line in text.splitlines())
-    assert "orders-1:" not in text

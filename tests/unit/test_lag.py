@@ -155,12 +155,3 @@ def test_lag_says_what_failed_in_its_own_prefixed_sentence_and_librdkafka_only_w
     shown = [r.getMessage() for r in caplog.records if r.name == LIBRDKAFKA_LOG.name]
     assert shown == ([f"GETPID [rdkafka#producer-2] {getpid}progress: retrying"] if verbose else [])
     assert LIBRDKAFKA_LOG.level == logging.NOTSET  # as it was: a caller in the same process is unaffected
-
-
-def test_a_partition_moved_by_hand_under_the_query_is_marked_while_the_group_holds_that_offset() -> None:
-    from sparkafka.source.commits import MovedByHand
-
-    moved = {A0: MovedByHand(3, 10, 20, 0), A1: MovedByHand(5, 10, 20, 0)}
-    lag = compute_lag("g", {A0: 3, A1: 20}, {A0: 20, A1: 20}, moved_by_hand=moved)  # A1: a restart committed
-    assert [p.moved_by_hand for p in lag.partitions] == [moved[A0], None]
-    assert lag.partitions[0].lag == 17

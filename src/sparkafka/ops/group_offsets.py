@@ -6,10 +6,9 @@ query resumes: the end of the last batch in Spark's commit log), the consumer gr
 (where monitoring and ``startingOffsets=group`` look; sparkafka commits them after each batch completes),
 and the log's ends. ``show`` puts them side by side. ``reset`` moves the group, as Kafka's
 ``kafka-consumer-groups --reset-offsets`` does: a dry run unless executed, refused while the group has
-members, offsets outside the log clamped to its ends. A running query keeps reading from its checkpoint
-and leaves a partition moved under it alone for the rest of its run (``OffsetCommitter``; ``show`` names
-such partitions, from the source's metrics file on this host); to restart from the group's new position,
-start the query with a new checkpoint and ``startingOffsets=group``.
+members, offsets outside the log clamped to its ends. A running query keeps reading from its checkpoint;
+to restart from the group's new position, start the query with a new checkpoint and
+``startingOffsets=group``.
 
 ``--to timestamp:MS`` trusts the broker's ListOffsets(timestamp) answers only where they are known right
 (``check_timestamp_lookups``): tansu answers 0 for every timestamp, so a reset planned on it proposed the
@@ -30,7 +29,7 @@ from sparkafka.client.core import admin_client, with_retries
 from sparkafka.client.metadata import AdminMetadata
 from sparkafka.errors import ConfigError
 from sparkafka.ops.probes import Capability, probe_offsets_for_times
-from sparkafka.source.commits import LIVE_WINDOW_S, CommitMark, MovedByHand, read_source_metrics, still_moved
+from sparkafka.source.commits import LIVE_WINDOW_S, CommitMark
 from sparkafka.source.planning import offsets_from_json
 from sparkafka.structs import TopicPartition
 
@@ -173,9 +172,6 @@ class PartitionPositions:
     group: int | None
     earliest: int
     latest: int
-    moved_by_hand: MovedByHand | None = None
-    """Set when the group's offset is one another client moved while the query committed to the group, as
-    its source's metrics file on this host records (the query commits nothing of it until it restarts)."""
 
 
 def _partitions_of(meta: AdminMetadata, topics: Iterable[str]) -> list[TopicPartition]:
@@ -192,27 +188,17 @@ def _plain(conf: Mapping[str, str], timeout_s: float) -> AdminMetadata:
 
 
 def show_positions(
-    conf: Mapping[str, str],
-    checkpoint: str | Path,
-    group: str | None,
-    timeout_s: float = 30.0,
-    metrics_file: str | None = None,
+    conf: Mapping[str, str], checkpoint: str | Path, group: str | None, timeout_s: float = 30.0
 ) -> tuple[CheckpointPosition, list[PartitionPositions]]:
-    """The checkpoint's, the group's and the log's positions of every partition either of them has, and
-    the partitions moved by hand under the query (its source's metrics file: ``metrics_file``, else the
-    group's default on this host)."""
+    """The checkpoint's, the group's and the log's positions of every partition either of them has."""
     position = read_checkpoint(checkpoint)
     meta = _plain(conf, timeout_s)
     committed = meta.committed(group) if group else {}
     existing = meta.topics()
     tps = sorted(tp for tp in {*position.offsets, *committed} if tp.topic in existing)
     earliest, latest = meta.earliest(tps), meta.latest(tps)
-    metrics = read_source_metrics(group, metrics_file) if group else None
-    moved = still_moved(metrics.moved_by_hand if metrics is not None else {}, committed)
     rows = [
-        PartitionPositions(
-            tp, position.offsets.get(tp), committed.get(tp), earliest[tp], latest[tp], moved.get(tp)
-        )
+        PartitionPositions(tp, position.offsets.get(tp), committed.get(tp), earliest[tp], latest[tp])
         for tp in tps
     ]
     return position, rows
@@ -352,10 +338,9 @@ def running_query_refusal(group: str, metadata: Mapping[TopicPartition, str], no
     """Why a reset must wait: a sparkafka query committed to ``group`` within ``LIVE_WINDOW_S``; pure.
 
     sparkafka queries commit without joining the group, so the group's state cannot show them: their
-    commits' metadata (``CommitMark``) does, and a query that stopped marks its last commit so. A reset
-    under a running query would not move what it reads (its checkpoint), and its next run commits its own
-    position over a partition moved back; the run itself reads the group before each commit and leaves
-    the partitions moved alone (``OffsetCommitter``).
+    commits' metadata (``CommitMark``) does, and a query that stopped marks its last commit so. A query
+    that idles longer than the window reads the group again before its next commit and stops committing
+    if the offsets moved (``OffsetCommitter``).
     """
     marks = [m for m in (CommitMark.from_metadata(text) for text in metadata.values()) if m is not None]
     if not marks:
@@ -366,8 +351,8 @@ def running_query_refusal(group: str, metadata: Mapping[TopicPartition, str], no
         return None
     return (
         f"group {group!r} is committed to by a running sparkafka query ({newest.committer()}, last commit "
-        f"{age_s:.0f} s ago), which goes on reading from its checkpoint, not from the group, and commits its "
-        "own position over a reset when it restarts: stop the query first (a query that commits nothing for "
+        f"{age_s:.0f} s ago), which would overwrite a reset with its next commit: stop the query first (a "
+        "query that commits nothing for "
         f"{LIVE_WINDOW_S / 60:.0f} minutes counts as stopped), or pass --force if it is already stopped"
     )
 
@@ -384,21 +369,6 @@ def render_show(position: CheckpointPosition, rows: list[PartitionPositions], gr
         lines.append(
             f"{r.tp.topic:<30} {r.tp.partition:>9} {ck:>11} {grp:>11} {r.earliest:>11} {r.latest:>11}"
         )
-    moved = [r for r in rows if r.moved_by_hand is not None]
-    if moved:
-        lines.append(
-            "moved by hand while the query committed to the group, not committed by it since (its next run "
-            "commits its position again):"
-        )
-        for r in moved:
-            m = r.moved_by_hand
-            assert m is not None
-            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(m.since_ms / 1000))
-            to = "deleted" if m.group_offset is None else f"moved to {m.group_offset}"
-            lines.append(
-                f"  {r.tp}: {to}, seen {when}; the query had committed {m.last_committed} and was at "
-                f"{m.query_at}"
-            )
     return "\n".join(lines)
 
 

@@ -15,7 +15,7 @@ from sparkafka.client.metadata import AdminMetadata
 from sparkafka.errors import ConfigError
 from sparkafka.options import DEFAULT_METADATA_TIMEOUT_MS
 from sparkafka.source.alignment_status import AlignmentStatus, PartitionEventTime
-from sparkafka.source.commits import MovedByHand, read_source_metrics, still_moved
+from sparkafka.source.commits import read_source_metrics
 from sparkafka.structs import TopicPartition
 
 __all__ = ["GroupLag", "PartitionLag", "compute_lag", "fetch_group_lag"]
@@ -33,9 +33,6 @@ class PartitionLag:
     """The last stable offset: a read_committed reader waits here while a transaction is open."""
     event_time: PartitionEventTime | None = None
     """Event-time alignment at the source's last plan (``maxEventTimeDrift``), from its metrics file."""
-    moved_by_hand: MovedByHand | None = None
-    """Set when ``committed`` is an offset another client moved while the group's sparkafka query committed
-    to it: the query commits nothing of the partition until it restarts (from its metrics file)."""
 
     @property
     def lag(self) -> int | None:
@@ -74,15 +71,12 @@ def compute_lag(
     log_ends: Mapping[TopicPartition, int],
     stable: Mapping[TopicPartition, int] | None = None,
     alignment: AlignmentStatus | None = None,
-    *,
-    moved_by_hand: Mapping[TopicPartition, MovedByHand] | None = None,
 ) -> GroupLag:
-    """Join committed offsets with log ends (and the source's event-time alignment and partitions moved by
-    hand, when given); partitions without a commit count no lag (unknown)."""
+    """Join committed offsets with log ends (and the source's event-time alignment, when given);
+    partitions without a commit count no lag (unknown)."""
     times = alignment.partitions if alignment is not None else {}
-    moved = still_moved(moved_by_hand or {}, committed)
     rows = tuple(
-        PartitionLag(tp, committed.get(tp), end, (stable or {}).get(tp), times.get(tp), moved.get(tp))
+        PartitionLag(tp, committed.get(tp), end, (stable or {}).get(tp), times.get(tp))
         for tp, end in sorted(log_ends.items())
     )
     return GroupLag(group_id, rows, alignment)
@@ -116,8 +110,4 @@ def fetch_group_lag(
     ends = plain.latest(wanted)
     stable = stable_view.latest(wanted)
     metrics = read_source_metrics(group_id, metrics_file)
-    if metrics is None:
-        return compute_lag(group_id, committed, ends, stable)
-    return compute_lag(
-        group_id, committed, ends, stable, metrics.event_time, moved_by_hand=metrics.moved_by_hand
-    )
+    return compute_lag(group_id, committed, ends, stable, metrics.event_time if metrics is not None else None)

@@ -4,9 +4,8 @@ Runs on the driver, in the process that owns the SparkSession: ``sparkafka run -
 batch's progress to an ``Exporter`` from its own progress loop; a script calls ``serve(spark, port)``,
 which does the same from a StreamingQueryListener. Spark's progress gives rows, durations and the source's
 offsets; the sink's counters come from the files its commit runner writes (``metrics_files``), and the
-group's commit counters, committed offsets, partitions moved by hand and event-time alignment (per
-partition its event time and state) from the source's metrics file, when the exporter knows the group:
-``serve`` reads each query's groups from its plan (``query_groups``), ``groups`` names them.
+group's commit counters and event-time alignment (per partition its event time and state) from the
+source's metrics file, when the exporter knows the group.
 
 Names follow Prometheus conventions: ``sparkafka_`` prefix, ``_total`` counters, seconds, a ``query``
 label (the query's name, else its id).
@@ -14,21 +13,18 @@ label (the query's name, else its id).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from sparkafka.errors import ConfigError
 from sparkafka.metrics_files import query_sink_path, read_json
-from sparkafka.ops.query_groups import SourceGroup, session_groups
 from sparkafka.ops.query_progress import MALFORMED_METRIC, behind_by_partition, offsets_of, ran_batch
 from sparkafka.source.alignment_status import ALIGNMENT_STATES, AlignmentStatus
-from sparkafka.structs import TopicPartition
 
 __all__ = ["Exporter", "MetricsServer", "serve", "start_server"]
 
@@ -87,12 +83,7 @@ class _Seen:
     """Counter values last seen in the files, per query: increments are taken from there on."""
 
     sink: dict[str, int]
-    commits: dict[str, dict[str, int]] = field(default_factory=dict)
-    """Per group: its commit counters when last seen (none yet: counted from 0)."""
-    moved: set[tuple[str, TopicPartition]] = field(default_factory=set)
-    """(group, partition) shown as moved by hand."""
-    name: str | None = None
-    """The query's name (else its id) at its last progress event; None before one."""
+    commits: dict[str, int] | None = None
 
 
 class Exporter:
@@ -101,12 +92,8 @@ class Exporter:
     Args:
         registry: where the metrics live (default: a new one).
         sink_counters: query id -> the sink's counters (default: its counters file).
-        source_metrics: group id -> the source's metrics or None (default: its metrics file, where the
-            query's source put it: ``SourceGroup.metrics_file``).
-        groups: query name or id -> the source's ``kafka.group.id``, for the group-commit metrics; it wins
-            over ``discover`` for the queries it names.
-        discover: query id -> the groups of its sparkafka sources (``query_groups.session_groups``), asked
-            once per run of a query (at ``begin``, else at its first event).
+        source_metrics: group id -> the source's metrics or None (default: its metrics file).
+        groups: query name or id -> the source's ``kafka.group.id``, for the group-commit counters.
         malformed_action: the ``action`` label of malformed records (a pipeline's ``on_malformed``).
         labels: query name -> the ``query`` label to show instead (a pipeline's name as written, where
             its Spark query name had to differ).
@@ -119,18 +106,16 @@ class Exporter:
         sink_counters: Callable[[str], Mapping[str, int]] = _sink_counters,
         source_metrics: Callable[[str], Any] | None = None,
         groups: Mapping[str, str] | None = None,
-        discover: Callable[[str], Iterable[SourceGroup]] | None = None,
         malformed_action: str = "skip",
         labels: Mapping[str, str] | None = None,
     ) -> None:
         """Create the metrics in ``registry``; nothing is observed yet."""
+        from sparkafka.source.commits import read_source_metrics
+
         self.registry = registry or CollectorRegistry()
         self._sink_counters = sink_counters
-        self._source_metrics = source_metrics
+        self._source_metrics = source_metrics or read_source_metrics
         self._groups = dict(groups or {})
-        self._discover = discover
-        self._found: dict[str, tuple[SourceGroup, ...]] = {}
-        """Query id -> the groups ``discover`` gave for its current run."""
         self._malformed_action = malformed_action
         self._labels = dict(labels or {})
         self._seen: dict[str, _Seen] = {}
@@ -174,15 +159,7 @@ class Exporter:
         )
         self.committed = Gauge(
             "sparkafka_group_committed_offset",
-            "The consumer group's last committed offset, per partition (for a partition moved by hand, the "
-            "offset it was moved to).",
-            [*q, "group", "topic", "partition"],
-            registry=r,
-        )
-        self.moved_by_hand = Gauge(
-            "sparkafka_group_partition_moved_by_hand",
-            "1 for a partition whose group offset another client moved (or deleted) while the query "
-            "committed to it: that run of the query commits nothing of it again (a restart does).",
+            "The consumer group's last committed offset, per partition.",
             [*q, "group", "topic", "partition"],
             registry=r,
         )
@@ -213,36 +190,11 @@ class Exporter:
         The sink's counters and the source's group commits are both totals over every run
         (``sparkafka.sink_metrics``, ``sparkafka.source_metrics``): each is taken as the baseline.
         """
-        before = self._seen.get(query_id)
         seen = self._seen[query_id] = _Seen(dict(self._sink_counters(query_id)))
-        if before is not None:
-            seen.moved = before.moved  # shown for the run before: cleared once the file no longer lists them
-        self._found.pop(query_id, None)  # a new run: its options may differ
-        for source in self._groups_of(query_id, name):
-            metrics = self._metrics_of(source)
-            if metrics is not None:
-                seen.commits[source.group] = {
-                    "ok": int(metrics.commits_succeeded),
-                    "failed": int(metrics.commits_failed),
-                }
-
-    def _groups_of(self, query_id: str, name: str | None) -> tuple[SourceGroup, ...]:
-        """The query's groups: as ``groups`` names them, else as ``discover`` finds them (once a run)."""
-        named = self._groups.get(name or "") or self._groups.get(query_id)
-        if named:
-            return (SourceGroup(named),)
-        if self._discover is None:
-            return ()
-        if query_id not in self._found:
-            self._found[query_id] = tuple(self._discover(query_id))
-        return self._found[query_id]
-
-    def _metrics_of(self, source: SourceGroup) -> Any:
-        if self._source_metrics is not None:
-            return self._source_metrics(source.group)
-        from sparkafka.source.commits import read_source_metrics
-
-        return read_source_metrics(source.group, source.metrics_file)
+        group = self._groups.get(name or "") or self._groups.get(query_id)
+        metrics = self._source_metrics(group) if group else None
+        if metrics is not None:
+            seen.commits = {"ok": int(metrics.commits_succeeded), "failed": int(metrics.commits_failed)}
 
     def observe_all(self, events: Iterable[Mapping[str, Any]]) -> None:
         """``observe`` each event, oldest first."""
@@ -270,65 +222,30 @@ class Exporter:
         for source in progress.get("sources") or []:
             for (topic, partition), behind in (behind_by_partition(source) or {}).items():
                 self.behind.labels(query, topic, partition).set(behind)
-        seen.name = name
-        self._observe_files(query_id, seen)
-
-    def idle(self, query_id: str) -> None:
-        """A query with nothing to read (Spark's ``QueryIdleEvent``, sent at most every
-        ``spark.sql.streaming.noDataProgressEventInterval``, 10 s, where progress events stop): its counters
-        files are read again. The source commits a batch's offsets to the group after that batch's progress
-        event, so the group's last commit is seen here. A query never observed (not known to be a
-        sparkafka one) is left out."""
-        seen = self._seen.get(query_id)
-        if seen is not None and seen.name is not None:
-            self._observe_files(query_id, seen)
-
-    def _observe_files(self, query_id: str, seen: _Seen) -> None:
-        """The sink's counters and the groups' metrics, from the files the query's processes write."""
-        assert seen.name is not None
-        query = self._labels.get(seen.name, seen.name)
         now = self._sink_counters(query_id)
         for key, counter in self.sink.items():
             delta = int(now.get(key, 0)) - seen.sink.get(key, 0)
             if delta > 0:
                 counter.labels(query).inc(delta)
                 seen.sink[key] = int(now.get(key, 0))
-        for source in self._groups_of(query_id, seen.name):
-            self._observe_group(query, source, seen)
+        group = self._groups.get(name) or self._groups.get(query_id)
+        if group:
+            self._observe_group(query, group, seen)
 
-    def _observe_group(self, query: str, source: SourceGroup, seen: _Seen) -> None:
-        group = source.group
-        metrics = self._metrics_of(source)
+    def _observe_group(self, query: str, group: str, seen: _Seen) -> None:
+        metrics = self._source_metrics(group)
         if metrics is None:
             return
         now = {"ok": int(metrics.commits_succeeded), "failed": int(metrics.commits_failed)}
-        before = seen.commits.get(group, {"ok": 0, "failed": 0})
+        before = seen.commits if seen.commits is not None else {"ok": 0, "failed": 0}
         for result, total in now.items():
             self.commits.labels(query, group, result).inc(max(0, total - before.get(result, 0)))
-        seen.commits[group] = now
+        seen.commits = now
         for tp, offset in metrics.committed.items():
             self.committed.labels(query, group, tp.topic, str(tp.partition)).set(offset)
-        self._observe_moved(query, group, getattr(metrics, "moved_by_hand", None) or {}, seen)
         status = getattr(metrics, "event_time", None)
         if status is not None:
             self._observe_alignment(query, group, status)
-
-    def _observe_moved(
-        self, query: str, group: str, moved: Mapping[TopicPartition, Any], seen: _Seen
-    ) -> None:
-        """Partitions moved by hand: flagged, their committed offset the one they were moved to."""
-        for tp, m in moved.items():
-            labels = (query, group, tp.topic, str(tp.partition))
-            self.moved_by_hand.labels(*labels).set(1)
-            if m.group_offset is None:  # deleted: the group has no offset there
-                with contextlib.suppress(KeyError):
-                    self.committed.remove(*labels)
-            else:
-                self.committed.labels(*labels).set(m.group_offset)
-            seen.moved.add((group, tp))
-        for g, tp in [(g, tp) for g, tp in seen.moved if g == group and tp not in moved]:
-            self.moved_by_hand.labels(query, g, tp.topic, str(tp.partition)).set(0)
-            seen.moved.discard((g, tp))
 
     def _observe_alignment(self, query: str, group: str, status: AlignmentStatus) -> None:
         self.held.labels(query, group).set(len(status.held))
@@ -381,16 +298,12 @@ def serve(
 ) -> MetricsServer:
     """Export every sparkafka query of ``spark`` on ``http://host:port/metrics`` until ``close()``.
 
-    Registers a StreamingQueryListener (progress events arrive on the driver, in this process). The
-    group-commit metrics of a query come from its sparkafka sources' metrics files (on this host), found
-    by the groups its sources were given (``kafka.group.id``, and ``metricsFile``): read from each query's
-    plan in a classic session (``query_groups``). ``groups`` maps a query's name (or id) to its group
-    instead, for the queries it names: with Spark Connect, whose plans are on the server, it is the only
-    way.
+    Registers a StreamingQueryListener (progress events arrive on the driver, in this process). ``groups``
+    maps a query's name to its source's ``kafka.group.id`` for the group-commit metrics.
     """
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
-    exporter = Exporter(groups=groups, discover=session_groups(spark))
+    exporter = Exporter(groups=groups)
     server = start_server(exporter, port, host)
 
     class _Listener(StreamingQueryListener):
@@ -403,7 +316,7 @@ def serve(
                 exporter.observe(progress)
 
         def onQueryIdle(self, event: Any) -> None:
-            exporter.idle(str(event.id))
+            pass
 
         def onQueryTerminated(self, event: Any) -> None:
             pass

@@ -9,22 +9,17 @@ Everything here is driven by the caller (``completed`` when a batch is known don
 poll, ``close`` on stop), so it needs no thread of its own and is tested with a fake client and clock.
 
 A query commits without joining the group (it is never a member), so Kafka shows its group as Empty while
-it runs, and Kafka's own tools (``kafka-consumer-groups --reset-offsets``) let an operator move its offsets.
-A partition moved by another client is left alone, never written over:
+it runs. Two things keep an operator's reset (``sparkafka offsets reset``) from being overwritten:
 
 - every commit carries a mark in its metadata (``CommitMark``: this run, host, pid, wall-clock time, and
-  the query's driver and application, ``driver_process``), and ``sparkafka offsets reset`` refuses to
-  reset a group a sparkafka query committed to within ``LIVE_WINDOW_S``, naming that driver;
-- before each commit (but the run's first, which follows the read that learns the group's offsets) the
-  committer reads the group's offsets of the partitions it committed (one OffsetFetch, bounded by
-  ``CHECK_TIMEOUT_S``). A partition whose offset is neither the one this run last confirmed nor one of its
-  commits in flight was moved (or deleted) by another client: it is recorded in the metrics
-  (``SourceMetrics.moved_by_hand``: the offset found, the one this run had committed, the query's
-  position), a warning names it once, and this run commits nothing of it again. Its other partitions are
-  committed as before, and the query goes on reading from its checkpoint, which a move does not touch.
-  Left: the milliseconds between that read and the commit. A read that fails skips that commit (counted,
-  retried after the interval). The next run of the query learns the group's offsets afresh and commits
-  its own position over a partition moved back (never backwards over one moved ahead).
+  the query's driver and application, ``driver_process``), and the tool refuses to reset a group a
+  sparkafka query committed to within ``LIVE_WINDOW_S``, naming that driver;
+- before a commit that follows ``RECHECK_AFTER_S`` or more without one (an idle query, which the tool may
+  take for stopped), the committer reads the group again; if its offsets are not the ones this run left,
+  another client moved them, and the committer stops committing for the rest of the run (an error, in the
+  log and the metrics), so the reset stands. ``RECHECK_AFTER_S`` is below ``LIVE_WINDOW_S``: a group the
+  tool sees as idle is always read again before this run writes to it (up to the milliseconds between that
+  read and the commit).
 
 Offsets belong to a topic's log, and a topic deleted and created again under its name has a new log (and a
 new topic id) whose offsets start over. So each commit's mark names the cluster and the topic id its offsets
@@ -63,19 +58,17 @@ from sparkafka.source.options import CommitMode
 from sparkafka.structs import GroupOffset, TopicPartition, group_commits
 
 __all__ = [
-    "CHECK_TIMEOUT_S",
     "LIVE_WINDOW_S",
     "MAX_PENDING_COMMITS",
+    "RECHECK_AFTER_S",
     "CommitClient",
     "CommitMark",
     "KafkaCommitClient",
-    "MovedByHand",
     "OffsetCommitter",
     "SourceMetrics",
     "default_metrics_file",
     "offset_of_topic",
     "read_source_metrics",
-    "still_moved",
     "write_source_metrics",
 ]
 
@@ -87,10 +80,8 @@ MAX_PENDING_COMMITS = 100
 LIVE_WINDOW_S = 600.0
 """A group a sparkafka query committed to this recently is taken to have that query running."""
 
-CHECK_TIMEOUT_S = 5.0
-"""The bound on reading the group before a commit, retries included: a read that takes longer skips that
-commit (counted, retried after the interval), so a coordinator that does not answer holds the planning of
-a batch up by at most this much per attempt."""
+RECHECK_AFTER_S = 60.0
+"""After this long without committing, the committer reads the group before its next commit."""
 
 _MARK_PREFIX = "sparkafka "
 
@@ -203,11 +194,8 @@ class CommitClient(Protocol):
         """Send an offset commit, each partition with its ``metadata``; ``done(offsets, error or None)`` is
         called by ``poll``."""
 
-    def committed(
-        self, tps: Iterable[TopicPartition], timeout_s: float | None = None
-    ) -> dict[TopicPartition, GroupOffset | None]:
-        """The group's commits now, with their metadata (None where it has none), read within ``timeout_s``
-        (None: the client's own bound)."""
+    def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, GroupOffset | None]:
+        """The group's commits now, with their metadata (None where it has none)."""
 
     def poll(self, timeout_s: float) -> None:
         """Serve commit callbacks, waiting at most ``timeout_s`` for one."""
@@ -215,50 +203,6 @@ class CommitClient(Protocol):
     def close(self) -> None:
         """Release the client; no callback is served after it."""
         ...
-
-
-@dataclass(frozen=True)
-class MovedByHand:
-    """A partition whose group offset another client changed (or deleted) while this run committed to it:
-    this run commits nothing of it again (``OffsetCommitter``)."""
-
-    group_offset: int | None
-    """The group's offset when the run found the change: the other client's (None: it deleted it)."""
-    last_committed: int
-    """The offset this run had left there: the last it committed for the partition."""
-    query_at: int
-    """The query's position in the partition (the end of its newest completed batch), kept up to date."""
-    since_ms: int
-    """Wall-clock time the run found the change, in ms."""
-
-    def to_json(self) -> dict[str, Any]:
-        """The form the metrics file holds (camelCase keys)."""
-        return {
-            "groupOffset": self.group_offset,
-            "lastCommitted": self.last_committed,
-            "queryAt": self.query_at,
-            "sinceMs": self.since_ms,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> MovedByHand:
-        """The inverse of ``to_json``."""
-        offset = data.get("groupOffset")
-        return cls(
-            None if offset is None else int(offset),
-            int(data["lastCommitted"]),
-            int(data["queryAt"]),
-            int(data.get("sinceMs", 0)),
-        )
-
-
-def still_moved(
-    moved: Mapping[TopicPartition, MovedByHand], committed: Mapping[TopicPartition, int | None]
-) -> dict[TopicPartition, MovedByHand]:
-    """Of the partitions a source recorded as moved by hand (its metrics file), those whose group offset
-    (``committed``, read now) is still the one moved to: the record may be of a run that has stopped, and
-    the partition moved again since (its next run commits its position); pure."""
-    return {tp: m for tp, m in moved.items() if committed.get(tp) == m.group_offset}
 
 
 @dataclass
@@ -276,17 +220,12 @@ class SourceMetrics:
     updated_ms: int = 0
     event_time: AlignmentStatus | None = None
     """Event-time alignment (``maxEventTimeDrift``) at the last plan: each partition's event time, state."""
-    moved_by_hand: dict[TopicPartition, MovedByHand] = field(default_factory=dict)
-    """Partitions another client moved while this run committed to them: not committed since, in this run."""
 
     def to_json(self) -> dict[str, Any]:
         """The metrics as the metrics file holds them: camelCase keys, offsets per topic and partition."""
         committed: dict[str, dict[str, int]] = {}
         for tp, offset in sorted(self.committed.items()):
             committed.setdefault(tp.topic, {})[str(tp.partition)] = offset
-        moved: dict[str, dict[str, Any]] = {}
-        for tp, m in sorted(self.moved_by_hand.items()):
-            moved.setdefault(tp.topic, {})[str(tp.partition)] = m.to_json()
         return {
             "groupId": self.group_id,
             "mode": self.mode,
@@ -297,7 +236,6 @@ class SourceMetrics:
             "pid": self.pid,
             "updatedMs": self.updated_ms,
             **({"eventTime": self.event_time.to_json()} if self.event_time is not None else {}),
-            **({"movedByHand": moved} if moved else {}),
         }
 
     @classmethod
@@ -317,11 +255,6 @@ class SourceMetrics:
             pid=int(data.get("pid", 0)),
             updated_ms=int(data.get("updatedMs", 0)),
             event_time=AlignmentStatus.from_json(data["eventTime"]) if data.get("eventTime") else None,
-            moved_by_hand={
-                TopicPartition(t, int(p)): MovedByHand.from_json(m)
-                for t, parts in (data.get("movedByHand") or {}).items()
-                for p, m in parts.items()
-            },
         )
 
 
@@ -415,16 +348,13 @@ class OffsetCommitter:
         self._run = uuid.uuid4().hex[:12]
         self._host = socket.gethostname()
         self._driver = driver if driver is not None else driver_of()
+        self.stopped_by: str | None = None
+        """Why this run stopped committing (another client moved the group's offsets); None while it does."""
 
     @property
     def enabled(self) -> bool:
-        """Whether this committer commits (``mode`` is not ``disabled``)."""
-        return self._mode != "disabled"
-
-    @property
-    def moved_by_hand(self) -> Mapping[TopicPartition, MovedByHand]:
-        """Partitions another client moved while this run committed to them; this run leaves them alone."""
-        return self.metrics.moved_by_hand
+        """Whether this committer commits (``mode`` is not ``disabled``, and no reset stopped it)."""
+        return self._mode != "disabled" and self.stopped_by is None
 
     @property
     def pending(self) -> int:
@@ -479,10 +409,6 @@ class OffsetCommitter:
         self._target = {tp: o for tp, o in self._target.items() if tp.topic != topic}
         if self._confirmed is not None:
             self._confirmed = {tp: o for tp, o in self._confirmed.items() if tp.topic != topic}
-        moved = self.metrics.moved_by_hand
-        if any(tp.topic == topic for tp in moved):  # a move of the old log's offsets says nothing of the new
-            self.metrics.moved_by_hand = {tp: m for tp, m in moved.items() if tp.topic != topic}
-            self.publish()
 
     def completed(
         self, offsets: Mapping[TopicPartition, int], topic_ids: Mapping[str, str] | None = None
@@ -517,17 +443,7 @@ class OffsetCommitter:
                 del self._moved[tp]
             if tp.topic not in stale and offset >= 0 and offset > self._target.get(tp, -1):
                 self._target[tp] = offset
-        self._follow_moved()
         self.tick()
-
-    def _follow_moved(self) -> None:
-        """Keep the query's position in the partitions moved by hand up to date in the metrics."""
-        moved = self.metrics.moved_by_hand
-        ahead = {tp: self._target[tp] for tp, m in moved.items() if self._target.get(tp, -1) > m.query_at}
-        if ahead:
-            for tp, offset in ahead.items():
-                moved[tp] = replace(moved[tp], query_at=offset)
-            self.publish()
 
     def tick(self) -> None:
         """Serve callbacks and send what is due; cheap enough for Spark's ~80 offset polls a second."""
@@ -568,19 +484,13 @@ class OffsetCommitter:
         """Commit the group's offsets as this run left them once more, marked stopped (``CommitMark``).
 
         Tells ``sparkafka offsets reset`` that this query no longer commits, so a reset need not wait.
-        Sent only when every commit was answered, and only for the partitions where the group still holds
-        what this run confirmed (read first: one moved by hand since stays as it was moved), so it moves no
-        offset.
+        Sent only when every commit was answered and the group still holds what this run confirmed (read
+        first: a reset made while the run idled stands), so it moves no offset.
         """
-        if self._client is None or self._confirmed is None or self._pending:
+        if self._client is None or self._confirmed is None or self._pending or self.stopped_by:
             return
-        if not self._check_group(self._clock()):
-            return
-        moved = self.metrics.moved_by_hand
-        offsets = {
-            tp: self._confirmed[tp] for tp in self._target if tp in self._confirmed and tp not in moved
-        }
-        if not offsets:
+        offsets = {tp: self._confirmed[tp] for tp in self._target if tp in self._confirmed}
+        if not offsets or self._moved_by_another(self._clock()):  # a reset made while this run idled stands
             return
         mark = self._mark(stopped=True)
         self._pending.append(offsets)
@@ -608,12 +518,8 @@ class OffsetCommitter:
         return {tp: by_topic[tp.topic] for tp in offsets}
 
     def _due(self) -> dict[TopicPartition, int]:
-        """The completed offsets the group does not have yet, but of the partitions moved by hand."""
         assert self._confirmed is not None
-        moved = self.metrics.moved_by_hand
-        return {
-            tp: o for tp, o in self._target.items() if o > self._confirmed.get(tp, -1) and tp not in moved
-        }
+        return {tp: o for tp, o in self._target.items() if o > self._confirmed.get(tp, -1)}
 
     def _send_if_due(self, force: bool) -> None:
         now = self._clock()
@@ -621,20 +527,16 @@ class OffsetCommitter:
             return
         if self._client is None:
             self._client = self._factory()
-        learnt = self._confirmed is None
-        if learnt and not self._learn_group_offsets(now):
+        if self._confirmed is None and not self._learn_group_offsets(now):
             return
         due = self._due()
         if not due or len(self._pending) >= MAX_PENDING_COMMITS:
             return
         if self._pending and dict(self._pending[-1]) == due:
             return
-        if not learnt:  # the first commit follows the read that learnt the group's offsets just now
-            if not self._check_group(now):
-                return
-            due = self._due()
-            if not due:
-                return
+        idle = self._last_sent_at is not None and now - self._last_sent_at >= RECHECK_AFTER_S
+        if idle and not self._pending and self._moved_by_another(now):
+            return
         self._pending.append(due)
         self._last_sent_at = now
         mark = self._mark()
@@ -650,74 +552,45 @@ class OffsetCommitter:
             return True
         return self._last_failed_at is not None and now - self._last_failed_at < self._interval_s
 
-    def _check_group(self, now: float) -> bool:
-        """Read the group's offsets of the partitions this run confirmed, and set aside those another client
-        moved or deleted (``moved_by_hand``); False when the read failed (counted: no commit now).
-
-        A partition is as this run left it when it holds the offset this run confirmed last or one of its
-        commits in flight (answered or not, they reach the coordinator in the order sent). Kafka deletes a
-        deleted topic's offsets from the group: that is no move, and the topic is forgotten.
-        """
+    def _moved_by_another(self, now: float) -> bool:
+        """Whether the group's offsets differ from those this run left (a reset); if so, stop for good."""
         assert self._confirmed is not None
-        confirmed, moved_before = self._confirmed, self.metrics.moved_by_hand
-        watched = [tp for tp in self._target if tp in confirmed and tp not in moved_before]
-        if not watched:
-            return True
-        current = self._read_group(now, watched, CHECK_TIMEOUT_S)
+        current = self._read_group(now)
         if current is None:
-            return False
-        in_flight = list(self._pending)
-        moved: dict[TopicPartition, int | None] = {}
-        for tp in watched:
-            offset = current.get(tp)
-            ours = offset == confirmed[tp] or any(commit.get(tp) == offset for commit in in_flight)
-            if not ours:
-                moved[tp] = offset
+            return True
+        # A partition this run confirmed that now holds another offset, or none (its offset was deleted).
+        moved = {tp: o for tp, o in current.items() if tp in self._confirmed and o != self._confirmed[tp]}
         absent = {tp.topic for tp, o in moved.items() if o is None}
         if absent and self._topics_exist is not None:
-            # Kafka deletes a deleted topic's offsets from the group: no move, whatever discovery knows yet.
+            # Kafka deletes a deleted topic's offsets from the group: no reset, whatever discovery knows yet.
             try:
                 gone = absent - set(self._topics_exist(absent))
             except Exception as e:  # noqa: BLE001 - cannot tell now: a failed attempt, asked again later
                 self._record_failure(f"looking up topics {sorted(absent)} failed: {e}", now)
-                return False
+                return True
             for topic in gone:
                 self._forget(topic, "was deleted")
             moved = {tp: o for tp, o in moved.items() if tp.topic not in gone}
-        if moved:
-            self._set_aside(moved, confirmed)
+        if not moved:
+            return False
+        self.stopped_by = (
+            f"the offsets of group {self.metrics.group_id} were changed by another client (a reset?): "
+            + ", ".join(
+                f"{tp} {self._confirmed[tp]} -> {'deleted' if o is None else o}"
+                for tp, o in sorted(moved.items())
+            )
+            + "; this query stops committing to the group until it is restarted, so the change stands"
+        )
+        log.error("%s", self.stopped_by)
+        self._record_failure(self.stopped_by, now)
         return True
 
-    def _set_aside(
-        self, moved: Mapping[TopicPartition, int | None], confirmed: Mapping[TopicPartition, int]
-    ) -> None:
-        """Record partitions another client moved, and say so once: this run commits nothing of them again."""
-        at = self._wall_ms()
-        for tp, offset in moved.items():
-            query_at = max(self._target.get(tp, confirmed[tp]), confirmed[tp])
-            self.metrics.moved_by_hand[tp] = MovedByHand(offset, confirmed[tp], query_at, at)
-        log.warning(
-            "group %s: offsets changed by another client while this query commits to it (a reset?): %s. "
-            "This query commits nothing of %s again until it is restarted, so the change stands; it goes on "
-            "reading from its checkpoint and committing its other partitions",
-            self.metrics.group_id,
-            "; ".join(
-                f"{tp} set to {'nothing (deleted)' if o is None else o}, where this query had committed "
-                f"{confirmed[tp]} and is at {self.metrics.moved_by_hand[tp].query_at}"
-                for tp, o in sorted(moved.items())
-            ),
-            "this partition" if len(moved) == 1 else "these partitions",
-        )
-        self.publish()
-
-    def _read_group(
-        self, now: float, tps: Iterable[TopicPartition], timeout_s: float | None = None
-    ) -> dict[TopicPartition, int | None] | None:
-        """The group's committed offsets of ``tps``, as offsets of the topics' logs now (``offset_of_topic``),
-        read within ``timeout_s`` (None: the client's bound); None (a counted failure) on error."""
+    def _read_group(self, now: float) -> dict[TopicPartition, int | None] | None:
+        """The group's committed offsets for the target's partitions, as offsets of the topics' logs now
+        (``offset_of_topic``); None (a counted failure) on error."""
         assert self._client is not None
         try:
-            commits = self._client.committed(tps, timeout_s=timeout_s)
+            commits = self._client.committed(self._target)
         except Exception as e:  # noqa: BLE001 - any client error is a failed attempt: counted, retried later
             self._record_failure(f"reading the group's committed offsets failed: {e}", now)
             return None
@@ -725,7 +598,7 @@ class OffsetCommitter:
 
     def _learn_group_offsets(self, now: float) -> bool:
         """Read the group's offsets once, so a restart from an older checkpoint never moves them back."""
-        current = self._read_group(now, list(self._target))
+        current = self._read_group(now)
         if current is None:
             return False
         self._confirmed = {tp: o for tp, o in current.items() if o is not None}
@@ -834,11 +707,8 @@ class KafkaCommitClient:
         reasons += [f"{p.topic}-{p.partition}: {p.error}" for p in partitions if p.error is not None]
         done(offsets, "; ".join(reasons) or None)
 
-    def committed(
-        self, tps: Iterable[TopicPartition], timeout_s: float | None = None
-    ) -> dict[TopicPartition, GroupOffset | None]:
-        """The group's commits now (None where it has none), retried within ``timeout_s`` (at most the
-        client's own bound)."""
+    def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, GroupOffset | None]:
+        """The group's commits now (None where it has none), retried within ``timeout_s``."""
         from confluent_kafka import TopicPartition as CTopicPartition
 
         wanted = [CTopicPartition(tp.topic, tp.partition) for tp in sorted(tps)]
@@ -846,13 +716,11 @@ class KafkaCommitClient:
         def attempt(left: float) -> Any:
             answer = self._consumer.committed(wanted, timeout=left)
             # A partition answered with an error is a failed read (counted, asked again), never "nothing
-            # committed": that would read as another client deleting the offset, which this run would then
-            # never commit again.
+            # committed": that would read as another client deleting the offset and stop this run's commits.
             raise_partition_error(answer)
             return answer
 
-        bound = self._timeout_s if timeout_s is None else min(timeout_s, self._timeout_s)
-        result = with_retries("reading the group's committed offsets", self._conf, attempt, bound)
+        result = with_retries("reading the group's committed offsets", self._conf, attempt, self._timeout_s)
         return group_commits(result)
 
     def poll(self, timeout_s: float) -> None:

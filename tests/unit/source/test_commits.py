@@ -11,11 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkafka.source.commits import (
-    CHECK_TIMEOUT_S,
     LIVE_WINDOW_S,
     MAX_PENDING_COMMITS,
+    RECHECK_AFTER_S,
     CommitMark,
-    MovedByHand,
     OffsetCommitter,
     SourceMetrics,
     read_source_metrics,
@@ -25,9 +24,6 @@ from sparkafka.structs import GroupOffset, TopicPartition
 
 A0 = TopicPartition("a", 0)
 A1 = TopicPartition("a", 1)
-
-IDLE_S = 60.0
-"""A spell without commits (before, only a commit after one read the group first)."""
 
 Done = object
 
@@ -53,9 +49,7 @@ class FakeClient:
         self.metadata.append(metadata[min(offsets)])
         self.waiting.append((offsets, done, dict(metadata)))
 
-    def committed(
-        self, tps: Iterable[TopicPartition], timeout_s: float | None = None
-    ) -> dict[TopicPartition, GroupOffset | None]:
+    def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, GroupOffset | None]:
         self.committed_calls += 1
         return {
             tp: GroupOffset(self.group[tp], self.marks.get(tp, "")) if tp in self.group else None
@@ -206,17 +200,16 @@ def test_a_deletion_no_discovery_has_seen_yet_is_no_reset_either() -> None:
     c.completed({A0: 10, b0: 7})
     c.tick()
     del client.group[b0]
-    clock.now += IDLE_S + 1
+    clock.now += RECHECK_AFTER_S + 1
     c.completed({A0: 12})
     c.tick()
     assert client.group == {A0: 12}
-    assert not c.moved_by_hand
-    client.group[A0] = 3  # a real reset is still left alone
-    clock.now += IDLE_S + 1
+    assert c.stopped_by is None
+    client.group[A0] = 3  # a real reset still stops the run's commits
+    clock.now += RECHECK_AFTER_S + 1
     c.completed({A0: 14})
     c.tick()
-    assert client.group[A0] == 3
-    assert set(c.moved_by_hand) == {A0}
+    assert c.stopped_by is not None
 
 
 def test_a_deleted_topics_offsets_gone_from_the_group_are_no_reset(caplog: pytest.LogCaptureFixture) -> None:
@@ -231,11 +224,11 @@ def test_a_deleted_topics_offsets_gone_from_the_group_are_no_reset(caplog: pytes
     assert client.group == {A0: 10, b0: 7}
     del client.group[b0]  # topic b deleted: its offsets go with it
     c.topics_now({"a"}, {})
-    clock.now += IDLE_S + 1
+    clock.now += RECHECK_AFTER_S + 1
     c.completed({A0: 12})
     c.tick()
     assert client.group == {A0: 12}
-    assert not c.moved_by_hand
+    assert c.stopped_by is None
 
 
 def test_disabled_never_creates_a_client() -> None:
@@ -260,7 +253,7 @@ def test_never_moves_the_group_backwards() -> None:
     c.tick()
     assert client.sent == [{A1: 7}, {A0: 51}]
     assert client.group == {A0: 51, A1: 7}
-    assert client.committed_calls == 2  # the start's read, which holds A0 back; the one before A0's commit
+    assert client.committed_calls == 1
 
 
 def test_rejected_commit_is_counted_retried_after_backoff_and_never_raises(tmp_path: Path) -> None:
@@ -331,9 +324,7 @@ def test_pending_commits_are_bounded() -> None:
 
 def test_failed_group_lookup_counts_as_failed_commit() -> None:
     class Down(FakeClient):
-        def committed(
-            self, tps: Iterable[TopicPartition], timeout_s: float | None = None
-        ) -> dict[TopicPartition, int | None]:
+        def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
             raise RuntimeError("broker down")
 
     c, _ = committer(Down())
@@ -361,8 +352,6 @@ def test_the_group_only_moves_forward_to_completed_offsets(batches: list[dict[To
 def test_metrics_round_trip_json() -> None:
     m = SourceMetrics("g", "periodic", 3, 1, {A0: 5, TopicPartition("b", 2): 9}, "x", 42, 7)
     assert SourceMetrics.from_json(json.loads(json.dumps(m.to_json()))) == m
-    m.moved_by_hand = {A0: MovedByHand(0, 5, 8, 99), A1: MovedByHand(None, 4, 4, 100)}
-    assert SourceMetrics.from_json(json.loads(json.dumps(m.to_json()))) == m
 
 
 def test_metrics_missing_file_is_none(tmp_path: Path) -> None:
@@ -388,127 +377,27 @@ def test_each_commit_carries_a_mark_saying_which_run_committed_and_when() -> Non
     assert CommitMark.from_metadata(None) is None
 
 
-def test_a_partition_moved_by_hand_while_the_query_commits_is_left_alone_and_the_others_go_on(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Issue 50: kafka-consumer-groups --reset-offsets on one partition while the query is busy. The group is
-    read before each commit; the moved partition is never written over (not even once it gets new records),
-    the others are committed as before, the query is not failed, and the move is visible: one warning, and
-    the partition in the metrics file as moved by hand."""
+def test_after_an_idle_spell_the_group_is_read_again_and_a_reset_is_never_written_over() -> None:
     client = FakeClient()
-    path = tmp_path / "source-g.json"
-    clock = Clock()
-    c = OffsetCommitter(
-        lambda: client, "g", mode="on_checkpoint", metrics_file=path, clock=clock, wall_ms=lambda: 1234
-    )
+    c, clock = committer(client)
     c.completed({A0: 10, A1: 10})
     client.answer()
-    c.completed({A0: 11, A1: 11})
+    reads = client.committed_calls
+    c.completed({A0: 11, A1: 11})  # busy: no extra read before each commit
     client.answer()
-    client.group[A0] = 0  # an operator resets A0; the query is busy: no idle spell
-    with caplog.at_level("WARNING", logger="sparkafka.source.commits"):
-        c.completed({A0: 12, A1: 12})
-        client.answer()
-        c.completed({A0: 15, A1: 14})
-        client.answer()
-    assert client.sent[-2:] == [{A1: 12}, {A1: 14}]
-    assert client.group == {A0: 0, A1: 14}
-    assert c.moved_by_hand == {A0: MovedByHand(0, 11, 15, 1234)}  # the query's position kept up to date
-    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert len(warnings) == 1
-    assert "group g" in warnings[0]
-    assert "a-0 set to 0, where this query had committed 11 and is at 12" in warnings[0]
-    assert "until it is restarted" in warnings[0]
-    assert (c.metrics.commits_failed, c.metrics.last_error) == (0, None)  # no failure: nothing went wrong
-    written = json.loads(path.read_text())
-    assert written["movedByHand"] == {
-        "a": {"0": {"groupOffset": 0, "lastCommitted": 11, "queryAt": 15, "sinceMs": 1234}}
-    }
-    assert read_source_metrics("g", path).moved_by_hand == {A0: MovedByHand(0, 11, 15, 1234)}  # type: ignore[union-attr]
-    c.close()  # the stopped mark goes to A1 alone
-    assert client.sent[-1] == {A1: 14}
-    assert CommitMark.from_metadata(client.marks[A1]).stopped  # type: ignore[union-attr]
-    assert client.group == {A0: 0, A1: 14}
-
-
-def test_a_partition_moved_ahead_by_hand_is_left_alone_too() -> None:
-    """Moved past the query (offsets skipped): not moved back, and not followed once the query passes it."""
-    client = FakeClient()
-    c, _ = committer(client)
-    c.completed({A0: 10, A1: 10})
-    client.answer()
-    client.group[A0] = 500
+    assert client.committed_calls == reads
+    client.group = {A0: 0, A1: 11}  # an operator resets A0 while the query idles
+    clock.now += RECHECK_AFTER_S
+    c.completed({A0: 12, A1: 12})
+    assert client.committed_calls == reads + 1
+    assert client.sent[-1] == {A0: 11, A1: 11}  # nothing sent after the reset
+    assert c.stopped_by is not None
+    assert "a-0 11 -> 0" in c.stopped_by
+    assert "changed by another client" in (c.metrics.last_error or "")
     c.completed({A0: 20, A1: 20})
-    c.completed({A0: 600, A1: 30})
-    client.answer()
-    assert client.group == {A0: 500, A1: 30}
-    assert c.moved_by_hand[A0].group_offset == 500
-
-
-def test_a_commit_in_flight_that_the_group_already_holds_is_no_move() -> None:
-    """The read before a commit may see a commit whose answer has not been served yet."""
-    client = FakeClient()
-    c, _ = committer(client)
-    c.completed({A0: 10})
-    client.answer()
-    c.completed({A0: 11})  # sent; the coordinator applies it, its answer waits
-    client.group[A0] = 11
-    c.completed({A0: 12})
-    client.answer()
-    assert client.sent == [{A0: 10}, {A0: 11}, {A0: 12}]
-    assert client.group == {A0: 12}
-    assert not c.moved_by_hand
-
-
-def test_the_read_before_a_commit_is_bounded_and_a_failed_one_skips_that_commit() -> None:
-    """A coordinator that does not answer: the commit waits for the back-off, counted, and is sent after."""
-    timeouts: list[float | None] = []
-
-    class Flaky(FakeClient):
-        down = False
-
-        def committed(
-            self, tps: Iterable[TopicPartition], timeout_s: float | None = None
-        ) -> dict[TopicPartition, GroupOffset | None]:
-            timeouts.append(timeout_s)
-            if self.down:
-                raise RuntimeError("coordinator not available")
-            return super().committed(tps, timeout_s)
-
-    client = Flaky()
-    c, clock = committer(client, interval_ms=1000)
-    c.completed({A0: 10})
-    client.answer()
-    client.down = True
-    c.completed({A0: 11})
-    assert client.sent == [{A0: 10}]
-    assert c.metrics.commits_failed == 1
-    assert "coordinator not available" in (c.metrics.last_error or "")
-    client.down = False
-    c.tick()  # within the back-off
-    assert client.sent == [{A0: 10}]
-    clock.now += 1.0
-    c.tick()
-    client.answer()
-    assert client.group == {A0: 11}
-    assert timeouts == [None, CHECK_TIMEOUT_S, CHECK_TIMEOUT_S]  # the start's read takes the client's bound
-    assert not c.moved_by_hand
-
-
-def test_a_recreated_topic_forgets_what_was_moved_by_hand_in_its_old_log() -> None:
-    client = FakeClient()
-    c, _ = committer(client)
-    c.topics_now({"a"}, {"a": "OLD"}, "C")
-    c.completed({A0: 10}, {"a": "OLD"})
-    client.answer()
-    client.group[A0] = 0
-    c.completed({A0: 12}, {"a": "OLD"})
-    assert set(c.moved_by_hand) == {A0}
-    c.topics_now({"a"}, {"a": "NEW"}, "C")
-    assert not c.moved_by_hand
-    c.completed({A0: 3}, {"a": "NEW"})
-    client.answer()
-    assert client.group == {A0: 3}
+    c.close()
+    assert client.group == {A0: 0, A1: 11}
+    assert client.closed
 
 
 def test_after_an_idle_spell_an_unchanged_group_is_committed_to_as_before() -> None:
@@ -516,11 +405,11 @@ def test_after_an_idle_spell_an_unchanged_group_is_committed_to_as_before() -> N
     c, clock = committer(client)
     c.completed({A0: 10})
     client.answer()
-    clock.now += IDLE_S
+    clock.now += RECHECK_AFTER_S
     c.completed({A0: 12})
     client.answer()
     assert client.group == {A0: 12}
-    assert not c.moved_by_hand
+    assert c.stopped_by is None
 
 
 def test_a_stopping_run_marks_its_last_commit_stopped_without_moving_an_offset() -> None:
@@ -537,13 +426,13 @@ def test_a_stopping_run_marks_its_last_commit_stopped_without_moving_an_offset()
     assert c.metrics.commits_succeeded == 1  # the mark is not a commit of new offsets
 
 
-def test_a_run_whose_every_partition_was_moved_by_hand_marks_nothing() -> None:
+def test_a_run_stopped_by_a_reset_marks_nothing() -> None:
     client = FakeClient()
     c, clock = committer(client)
     c.completed({A0: 4})
     client.answer()
     client.group = {A0: 0}
-    clock.now += IDLE_S
+    clock.now += RECHECK_AFTER_S
     c.completed({A0: 5})
     sent = len(client.sent)
     c.close()
@@ -574,7 +463,7 @@ def test_the_stopped_mark_never_writes_over_a_reset_made_while_the_query_idled()
     client.group = {A0: 0, A1: 0}
     c.close()
     assert client.group == {A0: 0, A1: 0}
-    assert set(c.moved_by_hand) == {A0, A1}
+    assert c.stopped_by is not None
 
 
 def test_a_group_whose_offsets_were_deleted_counts_as_moved() -> None:
@@ -583,9 +472,9 @@ def test_a_group_whose_offsets_were_deleted_counts_as_moved() -> None:
     c.completed({A0: 10})
     client.answer()
     client.group = {}  # kafka-consumer-groups --delete-offsets
-    clock.now += IDLE_S
+    clock.now += RECHECK_AFTER_S
     c.completed({A0: 12})
-    assert c.moved_by_hand[A0].group_offset is None
+    assert c.stopped_by is not None
     assert client.group == {}
 
 
@@ -593,8 +482,8 @@ def test_a_partition_answered_with_an_error_is_a_failed_read_not_a_deleted_offse
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """OffsetFetch may answer one partition with an error (TOPIC_AUTHORIZATION_FAILED after an ACL change):
-    read as "nothing committed", ``_check_group`` would take it for an offset another client deleted and
-    never commit the partition again in this run; it is a failed read instead (counted, asked again later)."""
+    read as "nothing committed", ``_moved_by_another`` would take it for an offset another client deleted
+    and stop this run's commits for good; it is a failed read instead (counted, asked again later)."""
     from confluent_kafka import KafkaError
 
     from sparkafka.errors import BrokerError
