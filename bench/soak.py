@@ -60,6 +60,7 @@ from typing import Any
 from soak_samples import (
     INFORMATIONAL,
     JVM_OPTS,
+    JvmSample,
     Sampler,
     batch_timings,
     plot,
@@ -519,7 +520,7 @@ def run(args: argparse.Namespace) -> int:
         began = time.monotonic()
         plan = schedule(args, seconds)
         last_sample = -args.sample_every
-        histograms: list[dict[str, tuple[int, int]]] = []
+        snapshots: list[JvmSample | None] = []
         try:
             progressed, seen = time.monotonic(), 0
             while time.monotonic() - began < seconds:
@@ -540,9 +541,9 @@ def run(args: argparse.Namespace) -> int:
                     progress = [p for p in soak.progress() if p["at"] >= time.time() - 60]
                     soak.sampler.take(soak.driver, soak.runs, batches, batch_timings(progress))
                     last_sample = batches
-                    if not histograms and elapsed >= seconds / 2:  # the driver's heap, for what grows
-                        histograms.append(soak.sampler.histogram)
-            histograms.append(soak.sampler.histogram)
+                    if not snapshots and elapsed >= seconds / 2:  # the driver's JVM, for what grows
+                        snapshots.append(soak.sampler.last_jvm)
+            snapshots.append(soak.sampler.last_jvm)
             soak.feeder.halt.set()
             soak.feeder.join(180)
             if soak.feeder.error is not None:
@@ -569,7 +570,7 @@ def run(args: argparse.Namespace) -> int:
             f"\nbatches of the exactly-once query: {batches:,}; driver runs {soak.runs}; faults: "
             + (", ".join(f"{w} at {b}" for b, w in soak.faults) or "none")
         )
-        report_heap(histograms)
+        report_heap(snapshots)
         png = Path(args.plot or work / "soak.png")
         if soak.sampler.rows:
             plot(soak.sampler.rows, png, soak.faults)

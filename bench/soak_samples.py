@@ -81,6 +81,10 @@ class JvmSample:
     committed_mb: float | None
     non_heap_mb: float | None
     histogram: dict[str, tuple[int, int]]
+    native: dict[str, float] = field(default_factory=dict)
+    """Native Memory Tracking's committed MB per category outside the heap (Class, Thread, Code, GC, ...)."""
+    threads: dict[str, int] = field(default_factory=dict)
+    """The JVM's threads by name, digits folded (``Executor task launch worker for task #``) -> count."""
 
 
 def driver_jvm(driver: GroupProcess | None) -> int | None:
@@ -93,8 +97,17 @@ def parse_jcmd(out: str) -> JvmSample | None:
     """A ``JvmSample`` from the output of ``jcmd -f`` running GC.class_histogram, GC.heap_info and
     VM.native_memory summary (None without the histogram's total)."""
     histogram: dict[str, tuple[int, int]] = {}
+    native: dict[str, float] = {}
+    threads: dict[str, int] = {}
     live = committed = nmt_total = nmt_heap = None
     for line in out.splitlines():
+        if match := re.match(r'"(.+?)" ', line):
+            name = re.sub(r"\d+", "#", match[1])
+            threads[name] = threads.get(name, 0) + 1
+        elif (match := re.match(r"-\s+(.+?) \(reserved=\d+KB, committed=(\d+)KB", line)) and match[
+            1
+        ] != "Java Heap":
+            native[match[1]] = int(match[2]) / 1024
         if match := re.match(r"\s*\d+:\s+(\d+)\s+(\d+)\s+(\S+)", line):
             histogram[match[3]] = (int(match[1]), int(match[2]))
         elif match := re.match(r"Total\s+(\d+)\s+(\d+)\s*$", line):
@@ -112,7 +125,7 @@ def parse_jcmd(out: str) -> JvmSample | None:
     if live is None:
         return None
     non_heap = nmt_total - nmt_heap if nmt_total is not None and nmt_heap is not None else None
-    return JvmSample(live, committed, non_heap, histogram)
+    return JvmSample(live, committed, non_heap, histogram, native, threads)
 
 
 def jvm_sample(driver: GroupProcess | None, work: Path) -> JvmSample | None:
@@ -122,7 +135,7 @@ def jvm_sample(driver: GroupProcess | None, work: Path) -> JvmSample | None:
     if jvm is None or jcmd is None:
         return None
     commands = work / "jcmd.txt"
-    commands.write_text("GC.class_histogram\nGC.heap_info\nVM.native_memory summary\n")
+    commands.write_text("GC.class_histogram\nGC.heap_info\nVM.native_memory summary\nThread.print\n")
     try:
         done = subprocess.run(
             [jcmd, str(jvm), "-f", str(commands)], check=False, capture_output=True, text=True, timeout=120
@@ -143,11 +156,26 @@ def histogram_growth(
     return [f"  {b / 1e6:>+9.2f} MB {n:>+10,} objects  {c}" for b, n, c in grown[:top] if b > 0]
 
 
-def report_heap(histograms: list[dict[str, tuple[int, int]]]) -> None:
-    """Print what grew in the driver JVM's heap over the second half (nothing without both histograms)."""
-    if len(histograms) == 2 and histograms[0] and histograms[1]:
-        print("\nthe driver JVM's live objects that grew most over the second half (jcmd GC.class_histogram)")
-        print("\n".join(histogram_growth(histograms[0], histograms[1])))
+def _growth(first: dict[str, float], last: dict[str, float], unit: str, top: int = 8) -> list[str]:
+    grown = sorted(((last[k] - first.get(k, 0.0), k) for k in last), reverse=True)
+    return [f"  {d:>+9.2f} {unit}  {k}" for d, k in grown[:top] if d > 0]
+
+
+def report_heap(snapshots: list[JvmSample | None]) -> None:
+    """Print what grew in the driver JVM over the second half (between two samples: its first and last):
+    live objects by class, native memory by category, threads by name."""
+    if len(snapshots) != 2 or snapshots[0] is None or snapshots[1] is None:
+        return
+    first, last = snapshots
+    print("\nthe driver JVM's live objects that grew most over the second half (jcmd GC.class_histogram)")
+    print("\n".join(histogram_growth(first.histogram, last.histogram)))
+    print("\nits native memory outside the heap that grew (jcmd VM.native_memory summary, committed)")
+    print("\n".join(_growth(first.native, last.native, "MB")) or "  nothing")
+    print("\nits threads that grew, by name (jcmd Thread.print, digits folded)")
+    counts = _growth(
+        {k: float(v) for k, v in first.threads.items()}, {k: float(v) for k, v in last.threads.items()}, ""
+    )
+    print("\n".join(counts) or "  nothing")
 
 
 def _dir_size(path: Path) -> tuple[float, int]:
@@ -173,8 +201,8 @@ class Sampler:
     broker_counts: Callable[[], tuple[int, int]]
     """The broker's transactional ids and producer ids (raises OSError, RuntimeError or struct.error)."""
     rows: list[dict[str, Any]] = field(default_factory=list)
-    histogram: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """The driver JVM's live objects by class at the last sample that read them."""
+    last_jvm: JvmSample | None = None
+    """The driver JVM's last sample that could be read (its live objects by class, native memory, threads)."""
     _gc_seen: int = 0
 
     def heap_after_gc(self) -> float | None:
@@ -211,7 +239,7 @@ class Sampler:
                 row["driver heap committed MB"] = jvm.committed_mb
             if jvm.non_heap_mb is not None:
                 row["driver JVM non-heap MB"] = jvm.non_heap_mb
-            self.histogram = jvm.histogram
+            self.last_jvm = jvm
         size, files = 0.0, 0
         for ck in self.work.glob("ck-*"):
             s, f = _dir_size(ck)

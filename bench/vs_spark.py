@@ -73,6 +73,7 @@ from sparkafka.local import ApacheKafka
 from sparkafka.local.spark import local_spark, stop_spark
 from sparkafka.local.spark_kafka_dist import line_connector_version, spark_jars, spark_line
 from sparkafka.local.spark_lines_dist import LINES, line_python
+from sparkafka.spark_lines import ADMISSION_CONTROL
 from steady import Rates, query_rates
 from vs_common import OURS, THEIRS, backlog, sink_writer
 from vs_scale import bench_pattern, bench_scale
@@ -84,7 +85,8 @@ PARTS = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch", "
 class SourceRun:
     fmt: str
     drain: float
-    """Records/s from ``start()`` to the end of the availableNow run."""
+    """Records/s from ``start()`` to the end of the availableNow run (on a line without admission control
+    for Python sources, 4.0 and 4.1: a run at a 0 s trigger until every record is read, for both)."""
     steady: float
     """Records/s over the summed batch durations."""
     parts: dict[str, float]
@@ -104,8 +106,13 @@ def read_source(spark: Any, fmt: str, *, bootstrap: str, topic: str, total: int,
     df = backlog(spark, fmt, bootstrap, topic, per_batch)
     writer = df.writeStream.format("noop").option("checkpointLocation", tempfile.mkdtemp(prefix="vs-ck-"))
     started = time.perf_counter()
-    query = writer.trigger(availableNow=True).start()
-    query.awaitTermination()
+    if ADMISSION_CONTROL:
+        query = writer.trigger(availableNow=True).start()
+        query.awaitTermination()
+    else:  # availableNow would be one capped batch of a Python source here: both run batch after batch
+        query = writer.trigger(processingTime="0 seconds").start()
+        query.processAllAvailable()
+        query.stop()
     drained = time.perf_counter() - started
     rates = query_rates(query, total, f"{fmt} source")
     return SourceRun(fmt, total / drained, rates.rate, _parts(list(query.recentProgress)))

@@ -31,6 +31,10 @@ Total: reserved=7843664KB, committed=132296KB
 -                 Java Heap (reserved=6172672KB, committed=57344KB)
                             (mmap: reserved=6172672KB, committed=57344KB)
 -                     Class (reserved=1048788KB, committed=1364KB)
+-                    Thread (reserved=20533KB, committed=917KB)
+"main" #1 prio=5 os_prio=0 cpu=347.66ms elapsed=44.23s tid=0x00007f4960019660 nid=0x70a6 waiting on condition
+"GC Thread#1" os_prio=0 cpu=10.08ms elapsed=0.03s tid=0x00007f4924001580 nid=0x711d runnable
+"GC Thread#0" os_prio=0 cpu=10.08ms elapsed=0.03s tid=0x00007f4924001580 nid=0x711c runnable
 """
 
 
@@ -82,3 +86,10 @@ def test_the_live_heap_is_judged_and_the_climbing_series_are_not() -> None:
     assert not young.flat
     assert "driver heap after young GC MB" in INFORMATIONAL
     assert "driver live heap MB" not in INFORMATIONAL
+
+
+def test_native_memory_by_category_and_threads_by_name_digits_folded() -> None:
+    sample = parse_jcmd(JCMD_G1)
+    assert sample is not None
+    assert sample.native == {"Class": pytest.approx(1364 / 1024), "Thread": pytest.approx(917 / 1024)}
+    assert sample.threads == {"main": 1, "GC Thread#": 2}
