@@ -102,7 +102,7 @@ def parse_jcmd(out: str) -> JvmSample | None:
     live = committed = nmt_total = nmt_heap = None
     for line in out.splitlines():
         if match := re.match(r'"(.+?)" ', line):
-            name = re.sub(r"\d+", "#", match[1])
+            name = re.sub(r"#?\d+", "#", match[1])
             threads[name] = threads.get(name, 0) + 1
         elif (match := re.match(r"-\s+(.+?) \(reserved=\d+KB, committed=(\d+)KB", line)) and match[
             1
