@@ -21,8 +21,8 @@ Kafka's clocks, compressed (and why each):
   intent logs: retention and compaction run many times in a run instead of once a week.
 
 It samples every ``--sample-every`` batches of the exactly-once query: each process of the driver (the JVM,
-Python workers, the source runners) its RSS, open file descriptors and threads, the driver JVM's heap after
-GC (its GC log), the checkpoints' size and files, the intent logs' size on disk, sparkafka's metrics files,
+Python workers, the source runners) its RSS, open file descriptors and threads, the driver JVM's live heap
+and its memory outside the heap (``bench/soak_samples.py``: what is judged and why), the checkpoints' size and files, the intent logs' size on disk, sparkafka's metrics files,
 the broker's transactional ids and producer ids, and per-batch planning and commit time. It prints them as
 a table and a plot (PNG), with each series' slope per 1,000 batches over the last driver run in the second
 half of the run, and its noise (the residual deviation of that fit): a series is flat when the growth the
