@@ -22,8 +22,9 @@ Kafka's clocks, compressed (and why each):
 
 It samples every ``--sample-every`` batches of the exactly-once query: each process of the driver (the JVM,
 Python workers, the source runners) its RSS, open file descriptors and threads, the driver JVM's live heap
-and its memory outside the heap (``bench/soak_samples.py``: what is judged and why), the checkpoints' size and files, the intent logs' size on disk, sparkafka's metrics files,
-the broker's transactional ids and producer ids, and per-batch planning and commit time. It prints them as
+and its memory outside the heap (``bench/soak_samples.py``: what is judged and why), the checkpoints'
+size and files, the intent logs' size on disk, sparkafka's metrics files, the broker's transactional ids
+and producer ids, and per-batch planning and commit time. It prints them as
 a table and a plot (PNG), with each series' slope per 1,000 batches over the last driver run in the second
 half of the run, and its noise (the residual deviation of that fit): a series is flat when the growth the
 slope implies over that span is within twice its noise (and a small floor per unit).

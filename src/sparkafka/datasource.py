@@ -286,7 +286,12 @@ def register(spark: Any) -> None:
     """
     if is_connect(spark):
         log.warning(CONNECT_NOTE)
-        spark.dataSource.register(KafkaDataSource)
+        try:
+            spark.dataSource.register(KafkaDataSource)
+        except AnalysisException as e:
+            if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
+                raise
+            install_driver_facts(connect=True)  # PySpark 4.0's server keeps the pyspark_sparkafka it found
         return
     from sparkafka import spark_errors
     from sparkafka.stream_writer import install

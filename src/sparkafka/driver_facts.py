@@ -90,10 +90,20 @@ def adopt(facts: Mapping[str, str] | None) -> None:
         os.environ.update(facts)
 
 
-def install() -> None:
-    """Wrap PySpark's classic readers and writers once per process (see the module docstring)."""
-    from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
-    from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
+def install(connect: bool = False) -> None:
+    """Wrap PySpark's classic readers and writers once per process (see the module docstring), or with
+    ``connect`` those of a Spark Connect client: there the facts are the server's, which a client cannot
+    read, so its queries carry an empty set (what ``register`` told; CONNECT_NOTE in ``datasource`` says
+    what the server then needs)."""
+    if connect:
+        from pyspark.sql.connect.readwriter import DataFrameReader, DataFrameWriter
+        from pyspark.sql.connect.streaming.readwriter import DataStreamReader, DataStreamWriter
+    else:
+        from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter  # type: ignore[assignment]
+        from pyspark.sql.streaming.readwriter import (  # type: ignore[assignment]
+            DataStreamReader,
+            DataStreamWriter,
+        )
 
     for cls, run in (
         (DataFrameReader, "load"),
@@ -101,10 +111,14 @@ def install() -> None:
         (DataFrameWriter, "save"),
         (DataStreamWriter, "start"),
     ):
-        wrap(cls, run)
+        wrap(cls, run, (lambda _writer: {}) if connect else _classic_facts)
 
 
-def wrap(cls: Any, run: str) -> None:
+def _classic_facts(writer: Any) -> dict[str, str]:
+    return facts_of(writer._spark)
+
+
+def wrap(cls: Any, run: str, facts: Callable[[Any], dict[str, str]] = _classic_facts) -> None:
     """Wrap ``cls.format`` to record the format, and ``cls.<run>`` to add the facts for sparkafka. The
     option goes to the JVM by the class's own ``option`` as it was when wrapped, so no wrapper of
     ``option`` (``sparkafka.stream_writer``) records it among the user's options. Idempotent."""
@@ -127,7 +141,7 @@ def wrap(cls: Any, run: str) -> None:
                 given = signature.bind(self, *args, **kwargs).arguments.get("format")
                 chosen = given if given is not None else vars(self).get(_RECORDED)
                 if str(chosen).strip().lower() == _FORMAT:
-                    option(self, FACTS_OPTION, json.dumps(facts_of(self._spark), sort_keys=True))
+                    option(self, FACTS_OPTION, json.dumps(facts(self), sort_keys=True))
                 return original(self, *args, **kwargs)
 
             return wrapper

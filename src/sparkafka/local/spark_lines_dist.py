@@ -51,7 +51,15 @@ LINES = {
 runs the newest line, 4.3 (``pyproject.toml``), on the lowest Python sparkafka declares (3.11), as does
 every line here but 4.1, which runs on 3.12: each Python sparkafka declares is proven by one leg."""
 
-_TEST_NEEDS = ("pytest", "pytest-timeout", "pytest-xdist", "hypothesis", "jsonschema", "build", "setuptools")
+_TEST_NEEDS = (
+    "pytest",
+    "pytest-timeout",
+    "pytest-xdist",
+    "hypothesis",
+    "jsonschema",
+    "build",
+    "setuptools>=77",  # builds the wheel (tests/integration/test_install.py): the license as an SPDX string
+)
 """Besides sparkafka's own dependencies: what the tests that run on every line import or run."""
 
 
