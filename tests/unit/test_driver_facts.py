@@ -192,3 +192,38 @@ def test_local_workers_run_the_python_the_user_chose_or_this_one(
     session = _Session(master, conf)
     _workers_on_this_interpreter(session)
     assert session.sparkContext.pythonExec == expected
+
+
+def test_a_connect_server_that_found_pyspark_sparkafka_gets_an_empty_set_of_facts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PySpark 4.0's Connect server keeps the ``pyspark_sparkafka`` its lookup found and refuses
+    ``register`` (DATA_SOURCE_ALREADY_EXISTS): the client's readers and writers then carry an empty set of
+    facts (the server's are not the client's to read), which tells the data source ``register`` ran."""
+    from pyspark.errors import AnalysisException
+
+    from sparkafka import datasource
+
+    installed: list[bool] = []
+    monkeypatch.setattr(datasource, "install_driver_facts", lambda connect=False: installed.append(connect))
+
+    class Registry:
+        def register(self, cls: type) -> None:
+            raise AnalysisException("[DATA_SOURCE_ALREADY_EXISTS] Data source 'sparkafka' already exists.")
+
+    connect_session = type("SparkSession", (), {"__module__": "pyspark.sql.connect.session"})()
+    connect_session.dataSource = Registry()
+    datasource.register(connect_session)
+    assert installed == [True]
+    connect_session.dataSource = SimpleNamespace(
+        register=lambda cls: (_ for _ in ()).throw(AnalysisException("[OTHER] no"))
+    )
+    with pytest.raises(AnalysisException):
+        datasource.register(connect_session)
+
+
+def test_the_connect_client_s_writers_carry_the_empty_facts() -> None:
+    from pyspark.sql.connect.streaming.readwriter import DataStreamWriter
+
+    driver_facts.install(connect=True)
+    assert vars(DataStreamWriter).get("_sparkafka_facts_wrapped")
