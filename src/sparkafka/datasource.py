@@ -334,11 +334,12 @@ def _workers_on_this_interpreter(spark: Any) -> None:
     # builder's spark.pyspark.python left the workers on python3). The data source's workers use the
     # interpreter the context has when it is registered, hence before register.
     sc = spark.sparkContext
-    if os.environ.get("PYSPARK_PYTHON"):
+    chosen = sc.getConf().get("spark.pyspark.python")  # Spark's rule: it takes precedence over PYSPARK_PYTHON
+    if not chosen and os.environ.get("PYSPARK_PYTHON"):
         return
     if not str(sc.master).startswith("local"):
         return  # executors elsewhere: their interpreter is PYSPARK_PYTHON's to say (docs/deploy.md)
-    wanted = sc.getConf().get("spark.pyspark.python") or sys.executable
+    wanted = chosen or sys.executable
     if sc.pythonExec != wanted:
         log.info("Python workers run %s (PYSPARK_PYTHON is unset)", wanted)
         sc.pythonExec = wanted

@@ -177,6 +177,7 @@ class _Session:
         ("local[2]", {}, None, sys.executable),  # a venv's python run without activating it
         ("local[2]", {"spark.pyspark.python": "/opt/py/bin/python"}, None, "/opt/py/bin/python"),
         ("local[2]", {}, "/env/python", "python3"),  # PySpark's own choice stands
+        ("local[2]", {"spark.pyspark.python": "/opt/venv/bin/python"}, "python3", "/opt/venv/bin/python"),
         ("spark://host:7077", {}, None, "python3"),  # executors elsewhere
     ],
 )
@@ -222,8 +223,26 @@ def test_a_connect_server_that_found_pyspark_sparkafka_gets_an_empty_set_of_fact
         datasource.register(connect_session)
 
 
-def test_the_connect_client_s_writers_carry_the_empty_facts() -> None:
-    from pyspark.sql.connect.streaming.readwriter import DataStreamWriter
+def test_a_connect_client_s_query_carries_an_empty_set_of_facts() -> None:
+    """What ``install(connect=True)`` wraps with: the facts a Connect client sends (none of the server's)."""
 
-    driver_facts.install(connect=True)
-    assert vars(DataStreamWriter).get("_sparkafka_facts_wrapped")
+    class ConnectReader:
+        def __init__(self) -> None:
+            self.sent: dict[str, str] = {}
+
+        def format(self, source: str) -> ConnectReader:
+            return self
+
+        def option(self, key: str, value: Any) -> ConnectReader:
+            self.sent[key] = str(value)
+            return self
+
+        def load(self, path: str | None = None, format: str | None = None, **options: Any) -> str:
+            return "df"
+
+    driver_facts.wrap(ConnectReader, "load", lambda _reader: {})
+    reader = ConnectReader()
+    reader.format("sparkafka").load()
+    assert json.loads(reader.sent[FACTS_OPTION]) == {}
+    _, facts = split_facts({FACTS_OPTION: reader.sent[FACTS_OPTION]})
+    assert facts == {}  # told (not None), with nothing to adopt
