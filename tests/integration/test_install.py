@@ -153,16 +153,26 @@ JOB = textwrap.dedent(
 )
 
 
-def run_job(bin_dir: Path, cwd: Path, *args: str) -> dict[str, object]:
-    """Run ``JOB`` with the venv's Python first on the PATH, from ``cwd``; its JSON result."""
+def run_script(
+    bin_dir: Path,
+    cwd: Path,
+    text: str,
+    *args: str,
+    path_first: Path,
+    extra_env: dict[str, str] | None = None,
+    check: bool = True,
+) -> str:
+    """Run the job ``text`` with the venv's Python, from ``cwd``, ``path_first`` first on the PATH and none
+    of this process's Python or PySpark settings; what its last ``RESULT `` line says. ``check``: the job
+    must exit 0."""
     script = cwd / "job.py"
-    script.write_text(JOB)
+    script.write_text(text)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYSPARK", "VIRTUAL_ENV"))}
     env.update(
-        PATH=f"{bin_dir}{os.pathsep}{env['PATH']}",
-        VIRTUAL_ENV=str(bin_dir.parent),
+        PATH=f"{path_first}{os.pathsep}{env['PATH']}",
         SPARK_LOCAL_IP="127.0.0.1",
         TMPDIR=str(cwd),  # metrics files
+        **(extra_env or {}),
     )
     done = subprocess.run(
         [str(bin_dir / "python"), str(script), *args],
@@ -174,9 +184,16 @@ def run_job(bin_dir: Path, cwd: Path, *args: str) -> dict[str, object]:
         timeout=300,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert lines, done.stdout[-3000:]
-    return dict(json.loads(lines[-1].removeprefix("RESULT ")))
+    if check:
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert lines, done.stdout[-3000:] + done.stderr[-3000:]
+    return lines[-1].removeprefix("RESULT ")
+
+
+def run_job(bin_dir: Path, cwd: Path, *args: str) -> dict[str, object]:
+    """Run ``JOB`` with the venv's Python first on the PATH (as after activating it); its JSON result."""
+    activated = {"VIRTUAL_ENV": str(bin_dir.parent)}
+    return dict(json.loads(run_script(bin_dir, cwd, JOB, *args, path_first=bin_dir, extra_env=activated)))
 
 
 @pytest.mark.lines
@@ -276,26 +293,19 @@ def test_format_sparkafka_from_a_venv_python_run_without_activating_it(
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True)
     source = new_topic(partitions=1)
     kafka.produce(source, [f"n{i}" for i in range(7)], partitions=1)
-    script = tmp_path / "count.py"
-    script.write_text(COUNT_JOB)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYSPARK", "VIRTUAL_ENV"))}
-    env.update(
-        PATH=f"{other / 'bin'}{os.pathsep}{env['PATH']}", SPARK_LOCAL_IP="127.0.0.1", TMPDIR=str(tmp_path)
-    )
+    bootstrap = kafka.conf["bootstrap.servers"]
 
     def result(extra: dict[str, str]) -> str:
-        done = subprocess.run(
-            [str(bin_dir / "python"), str(script), kafka.conf["bootstrap.servers"], source],
-            cwd=tmp_path,
-            env={**env, **extra},
-            capture_output=True,
-            text=True,
-            timeout=300,
+        return run_script(
+            bin_dir,
+            tmp_path,
+            COUNT_JOB,
+            bootstrap,
+            source,
+            path_first=other / "bin",
+            extra_env=extra,
             check=False,
         )
-        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-        assert lines, done.stdout[-3000:] + done.stderr[-3000:]
-        return lines[-1].removeprefix("RESULT ")
 
     assert result({}) == "error DATA_SOURCE_NOT_FOUND"
     assert result({"PYSPARK_PYTHON": str(bin_dir / "python")}) == "rows 7"
