@@ -11,8 +11,8 @@ import functools
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar
+from collections.abc import Callable
+from typing import Any, ClassVar, ParamSpec, TypeVar
 
 from pyspark.errors import AnalysisException
 from pyspark.sql.datasource import (
@@ -24,23 +24,15 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from sparkafka.client.contact import FIRST_CONTACT_S
+from sparkafka.client.contact import first_contact
 from sparkafka.driver_facts import adopt, facts_of, split_facts
 from sparkafka.driver_facts import install as install_driver_facts
 from sparkafka.errors import ConfigError, SparkafkaError
 from sparkafka.source.options import parse_source_options
 from sparkafka.spark_lines import in_python_worker
 
-if TYPE_CHECKING:
-    from sparkafka.sink.options import SinkOptions
-
 __all__ = [
-    "FIRST_CONTACT_S",
-    "REGISTER_FOR_EXACTLY_ONCE",
     "KafkaDataSource",
-    "check_registered",
-    "check_sink_topic",
-    "first_contact",
     "register",
     "sentence_errors",
     "shipped_archive",
@@ -85,81 +77,6 @@ def sentence_errors(method: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-_contacted: set[tuple[tuple[str, str], ...]] = set()
-
-
-def first_contact(
-    kafka: Mapping[str, str],
-    options: Mapping[str, Any],
-    metadata_timeout_ms: int,
-    *,
-    make_admin: Any = None,
-    once: bool = False,
-) -> None:
-    """Ask the brokers for their topics once; raise one sentence if none answers or they refuse the client.
-
-    Runs where a query or write first needs Kafka, before the lookups that retry for ``metadataTimeoutMs``
-    (30 s by default, right for a cluster that answered once and is electing leaders or restarting a
-    broker, long for an address where nothing ever answered: measured 35 s and 581 librdkafka lines for a
-    batch read from a wrong port). The bound is ``FIRST_CONTACT_S``, or ``metadataTimeoutMs`` when the user
-    set that option (a cluster known to answer slowly, say after an OAuth token fetch). A refused login or
-    TLS handshake is its own sentence at once (``client.contact.first_answer``). Once this succeeds, the
-    lookups that follow keep their full retries.
-
-    Args:
-        kafka: the librdkafka settings (``kafka.*`` without the prefix).
-        options: the raw options, to tell whether ``metadataTimeoutMs`` was set.
-        metadata_timeout_ms: ``metadataTimeoutMs`` as parsed.
-        make_admin: makes the AdminClient to ask (tests pass a fake).
-        once: ask only if these settings have not had an answer in this process yet. For the streaming
-            sink, whose writer Spark makes every micro-batch in a planner process it keeps (and for an
-            update-mode query's micro-batches): a broker restarting under a running query is ridden out by
-            the retries, not failed within 5 s.
-    """
-    from sparkafka.client.contact import first_answer
-
-    key = tuple(sorted((str(k), str(v)) for k, v in kafka.items()))
-    if once and key in _contacted:
-        return
-
-    explicit = any(str(k).lower() == "metadatatimeoutms" for k in options)
-    timeout_s = metadata_timeout_ms / 1000 if explicit else min(FIRST_CONTACT_S, metadata_timeout_ms / 1000)
-    if make_admin is None:
-        first_answer(kafka, timeout_s)
-    else:
-        first_answer(kafka, timeout_s, make_admin=make_admin)
-    _contacted.add(key)
-
-
-_topics_found: set[tuple[tuple[tuple[str, str], ...], str]] = set()
-
-
-def check_sink_topic(options: SinkOptions, *, admin: Any = None, once: bool = False) -> None:
-    """Refuse, in one sentence, a sink whose ``topic`` option names a topic the brokers do not have.
-
-    Runs on the driver right after the first contact, before any task: the sink does not create topics,
-    and its tasks found the topic missing only after the delivery timeout (measured: 6 s at least once,
-    16 s exactly once, the sentence repeated by each task). Topics named by a ``topic`` column are known
-    only row by row: their tasks report a missing one. ``admin`` and ``once`` as for ``first_contact``.
-    """
-    if options.topic is None:
-        return
-    key = (tuple(sorted((str(k), str(v)) for k, v in options.kafka.items())), options.topic)
-    if once and key in _topics_found:
-        return
-    from sparkafka.client.metadata import AdminMetadata
-
-    topics = AdminMetadata(options.kafka, options.metadata_timeout_ms / 1000, admin=admin).topics()
-    secured = str(options.kafka.get("security.protocol", "PLAINTEXT")).upper() != "PLAINTEXT"
-    if options.topic not in topics and not secured:  # with ACLs, hidden may mean denied: the ACL check says
-        servers = options.kafka.get("bootstrap.servers")
-        raise ConfigError(
-            f"option topic={options.topic}: no such topic on {servers} (the sink does not create topics: "
-            f"create it first, e.g. sparkafka topics create {options.topic} --bootstrap-servers {servers})"
-        )
-    _topics_found.add(key)
-
-
 def source_schema(include_headers: bool) -> StructType:
     """The source's output schema, derived from the Arrow schema the readers yield (one definition)."""
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -167,24 +84,6 @@ def source_schema(include_headers: bool) -> StructType:
     from sparkafka.source.fetch import arrow_schema
 
     return from_arrow_schema(arrow_schema(include_headers))
-
-
-REGISTER_FOR_EXACTLY_ONCE = (
-    "deliveryGuarantee=exactly_once needs `import sparkafka; sparkafka.register(spark)` in the driver before "
-    "the write starts: it tells the sink whether spark.speculation is on (two attempts of one task would "
-    'abort each other\'s transactions), which format("sparkafka") found without it cannot see'
-)
-
-
-def check_registered(options: SinkOptions, registered: bool) -> None:
-    """Refuse an exactly-once write by a data source that ``register`` did not register, in one sentence.
-
-    Runs on the driver (the Python worker that makes the writer), before recovery or any task. PySpark's
-    lookup (``pyspark_sparkafka``) finds the data source in a plain session; only ``register`` passes
-    ``spark.speculation`` to the workers (``sparkafka.sink.writer.check_no_speculation``).
-    """
-    if options.delivery == "exactly_once" and not registered:
-        raise ConfigError(REGISTER_FOR_EXACTLY_ONCE)
 
 
 class KafkaDataSource(DataSource):
@@ -235,20 +134,16 @@ class KafkaDataSource(DataSource):
 
     @sentence_errors
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from sparkafka.sink.options import input_columns, parse_sink_options
+        from sparkafka.sink.at_start import check_sink
         from sparkafka.sink.writer import KafkaStreamWriter
 
-        options = parse_sink_options(self._options())
-        columns = input_columns(schema, options)
-        check_registered(options, self._told)
-        first_contact(options.kafka, self.options, options.metadata_timeout_ms, once=True)
-        check_sink_topic(options, once=True)
+        options, columns = check_sink(self._options(), schema, self._told, once=True)
         return KafkaStreamWriter(options, columns)
 
     @sentence_errors
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from sparkafka.sink.at_start import check_sink
         from sparkafka.sink.modes import split_stream_batch
-        from sparkafka.sink.options import input_columns, parse_sink_options
         from sparkafka.sink.writer import KafkaBatchWriter
 
         if overwrite:
@@ -260,11 +155,7 @@ class KafkaDataSource(DataSource):
             )
         # A micro-batch of an update-mode query (sparkafka.sink.modes) names its query and batch id.
         raw, stream = split_stream_batch(self._options())
-        options = parse_sink_options(raw)
-        columns = input_columns(schema, options)
-        check_registered(options, self._told)
-        first_contact(options.kafka, raw, options.metadata_timeout_ms, once=stream is not None)
-        check_sink_topic(options, once=stream is not None)
+        options, columns = check_sink(raw, schema, self._told, once=stream is not None)
         return KafkaBatchWriter(options, columns, stream)
 
 
@@ -280,9 +171,10 @@ def register(spark: Any) -> None:
     Spark keeps the ``pyspark_sparkafka`` it found instead (PySpark 4.0), with each query
     (``sparkafka.driver_facts``).
     And wraps PySpark's ``DataStreamWriter`` once per process, so that ``outputMode("update")`` works
-    for ``format("sparkafka")`` (``sparkafka.stream_writer``; not on Spark Connect), and the calls that run
-    a job or wait for a query, so that a failure in a task ends in sparkafka's sentence
-    (``sparkafka.spark_errors``).
+    for ``format("sparkafka")`` and its ``start`` checks the sink before the query starts
+    (``sparkafka.stream_writer``; not on Spark Connect), and the calls that run a job or wait for a query,
+    so that a failure in a task or a query ends in sparkafka's sentence (``sparkafka.spark_errors``), which
+    Spark's driver log then does not repeat (``sparkafka.spark_logs``).
     """
     if is_connect(spark):
         log.warning(CONNECT_NOTE)
@@ -293,7 +185,7 @@ def register(spark: Any) -> None:
                 raise
             install_driver_facts(connect=True)  # PySpark 4.0's server keeps the pyspark_sparkafka it found
         return
-    from sparkafka import spark_errors
+    from sparkafka import spark_errors, spark_logs
     from sparkafka.stream_writer import install
 
     _ship_archive_to_driver_runners(spark)
@@ -309,6 +201,7 @@ def register(spark: Any) -> None:
         install_driver_facts()
     install()
     spark_errors.install()
+    spark_logs.quiet_sentence_failures(spark)
 
 
 CONNECT_NOTE = (

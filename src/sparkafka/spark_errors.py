@@ -6,10 +6,20 @@ broker aborted) reaches the driver inside Spark's exception: ``Job aborted due t
 PythonException: sparkafka.errors.BrokerError: <the sentence>`` followed by the task's JVM stack and
 "Driver stacktrace:", or, from a streaming query, ``[STREAM_FAILED] ...`` followed by the query's plan
 (measured: the sentence on one line of 30 to 300, and once per failed attempt). Here the API calls a user
-makes to run a job get one more line at the end of that exception's message, the last sentence sparkafka
-put in it, as ``sparkafka.errors.<Class>: <sentence>``: the last line of the printed traceback is
-sparkafka's own sentence. The exception keeps its type (``StreamingQueryException``, ...), so handlers that
-catch Spark's exceptions are unchanged; exceptions without a sparkafka sentence are untouched.
+makes to run a job or wait for a query see that exception first:
+
+- a query's failure (``[STREAM_FAILED] Query ... terminated with exception: ...``) that names a sparkafka
+  sentence becomes Spark's head and the sentence, ``[STREAM_FAILED] Query [id = ..., runId = ...]
+  terminated with exception: sparkafka.errors.<Class>: <sentence>``, one line, raised with the caller's
+  frames only (PySpark's and py4j's say nothing more); Spark's whole report (the worker's traceback, the
+  query's plan) stays in the exception's ``spark_report`` attribute. With ``sparkafka.spark_logs`` keeping
+  Spark's log of it out, that is all the user sees: measured, 7 to 10 lines after ``start()``, the
+  sentence once (97 to 103 lines, three times, before).
+- any other failure (a batch job's) gets one more line at the end of its message, the last sentence
+  sparkafka put in it, as ``sparkafka.errors.<Class>: <sentence>``.
+
+The exception keeps its type (``StreamingQueryException``, ...), so handlers that catch Spark's exceptions
+are unchanged; exceptions without a sparkafka sentence are untouched.
 
 ``data_loss_condition`` reads Spark's error class of a data-loss failure from either connector's exception.
 """
@@ -30,6 +40,9 @@ _CAUSES = 16
 """How deep ``data_loss_condition`` follows a JVM exception's causes (a query's failure nests 2 to 5)."""
 _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\s*$")
 _MARK = "_sparkafka_sentence"
+_SHORT = "short"
+_STREAM_FAILED = re.compile(r"((?:\[STREAM_FAILED\] )?Query .*?\[id = [^\]]*\] terminated with exception)")
+"""The head of a failed query's message (PySpark's ``StreamingQueryException``), named or not."""
 _WRAPPING = threading.Lock()
 
 
@@ -76,7 +89,8 @@ def data_loss_condition(error: BaseException) -> str | None:
 
 
 def with_sentence_last(error: BaseException) -> BaseException:
-    """``error`` with ``sparkafka.errors.<Class>: <sentence>`` as its message's last line, if it names one.
+    """``error`` with ``sparkafka.errors.<Class>: <sentence>`` as its message's last line, if it names one;
+    a query's failure shortened to Spark's head and that line (see the module).
 
     PySpark's captured exceptions print their ``_desc``; other exceptions their ``args``. Done once per
     exception object. Returns ``error`` itself.
@@ -85,10 +99,19 @@ def with_sentence_last(error: BaseException) -> BaseException:
         return error
     text = str(error)
     found = last_sentence(text)
-    if found is None or _ends_with(text, found[1]):
+    if found is None:
         return error
     line = f"sparkafka.errors.{found[0]}: {found[1]}"
-    if isinstance(getattr(error, "_desc", None), str):
+    desc = getattr(error, "_desc", None)
+    stream = _STREAM_FAILED.match(desc) if isinstance(desc, str) else None
+    if stream is not None:  # a query's failure: Spark's words, then the sentence alone
+        error.spark_report = desc  # type: ignore[attr-defined]
+        error._desc = f"{stream.group(1)}: {line}"  # type: ignore[attr-defined]
+        setattr(error, _MARK, _SHORT)
+        return error
+    if _ends_with(text, found[1]):
+        return error
+    if isinstance(desc, str):
         error._desc = f"{error._desc.rstrip()}\n{line}"  # type: ignore[attr-defined]
     elif len(error.args) == 1 and isinstance(error.args[0], str):
         error.args = (f"{error.args[0].rstrip()}\n{line}",)
@@ -112,7 +135,9 @@ def _surfacing(method: Callable[..., Any]) -> Callable[..., Any]:
         try:
             result = method(*args, **kwargs)
         except Exception as e:
-            with_sentence_last(e)
+            if getattr(with_sentence_last(e), _MARK, None) == _SHORT:
+                # PySpark's and py4j's frames say nothing the sentence does not: the user's line, then it
+                raise e.with_traceback(None) from None
             raise
         if isinstance(result, BaseException):  # StreamingQuery.exception()
             return with_sentence_last(result)

@@ -7,9 +7,11 @@ how each micro-batch is then committed. This module is the thin Spark-facing par
 - ``format``, ``outputMode``, ``option``, ``options``, ``foreach`` and ``foreachBatch`` record what they
   set (``StreamWriterSettings``) and otherwise behave as before: same JVM calls, same return value (the
   writer itself), same errors;
-- ``start``, for ``format("sparkafka")`` in update mode only, checks the sink's options and input columns
-  at once (a ``ConfigError`` from ``start``), then turns the query into ``foreachBatch`` with an
-  ``UpdateModeBatches`` before Spark starts it. Everything else on the writer (checkpoint location,
+- ``start``, for ``format("sparkafka")``, first makes every check the sink's writer would make before its
+  tasks (``sink.at_start``: options, input columns, the brokers' answer, the topic, the ACLs), so a
+  mistake is one sentence raised by ``start`` itself rather than a query failing at its first batch;
+  then, in update mode only, turns the query into ``foreachBatch`` with an ``UpdateModeBatches`` before
+  Spark starts it. Everything else on the writer (checkpoint location,
   trigger, query name) is Spark's as set. Every other format and mode starts untouched.
   ``toTable`` is left alone: it writes to a catalog table, and Spark refuses foreachBatch there
   (measured: ``[DATA_SOURCE_NOT_FOUND] ... foreachBatch``).
@@ -31,7 +33,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from sparkafka.errors import ConfigError
+from sparkafka.errors import ConfigError, SparkafkaError
 from sparkafka.sink.modes import (
     FORMAT,
     StreamBatch,
@@ -95,13 +97,30 @@ class UpdateModeBatches:
         writer.save()
 
 
-def _check(writer: Any, settings: StreamWriterSettings) -> dict[str, str]:
-    """The sink's options, parsed and checked against the query's columns now, before it starts."""
+Check = Callable[[dict[str, str], Any], None]
+"""What ``start`` checks of a sparkafka sink before Spark starts the query: (options, the query's columns)."""
+
+
+def check_options(options: dict[str, str], schema: Any) -> None:
+    """The sink's options, parsed and checked against the query's columns (no broker asked)."""
     from sparkafka.sink.options import input_columns, parse_sink_options
 
-    options = settings.option_map()
-    input_columns(writer._df.schema, parse_sink_options(options))
-    return options
+    input_columns(schema, parse_sink_options(options))
+
+
+def check_before_tasks(options: dict[str, str], schema: Any) -> None:
+    """Every check the sink's writer makes before its tasks (``sink.at_start.check_sink``): options,
+    columns, the brokers' answer, the topic, the ACLs; run in the user's process by ``start``."""
+    from sparkafka.sink.at_start import check_sink
+
+    check_sink(options, schema, True, once=True)
+
+
+def _check_at_start(writer: Any, check: Check) -> None:
+    """Run ``check`` on a sparkafka writer's options and columns (``start`` raises its sentence)."""
+    settings = settings_of(writer)
+    if settings is not None and (settings.format or "").strip().lower() == FORMAT:
+        check(settings.option_map(), writer._df.schema)
 
 
 def _as_foreach_batch(writer: Any, foreach_batch: Callable[..., Any]) -> None:
@@ -109,7 +128,7 @@ def _as_foreach_batch(writer: Any, foreach_batch: Callable[..., Any]) -> None:
     settings = settings_of(writer)
     if settings is None or not runs_as_foreach_batch(settings):
         return
-    options = _check(writer, settings)
+    options = settings.option_map()
     log.info(
         'format("%s") in update mode: the query runs as foreachBatch, each micro-batch written by the '
         "sink under its batch id (docs/writing.md: output modes)",
@@ -127,20 +146,21 @@ def install() -> None:
     """Wrap PySpark's classic ``DataStreamWriter`` once per process (see the module docstring)."""
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-    wrap(DataStreamWriter)
+    wrap(DataStreamWriter, check_before_tasks)
 
 
-def wrap(cls: Any) -> None:
+def wrap(cls: Any, check: Check = check_options) -> None:
     """Wrap the methods of ``cls``, PySpark's ``DataStreamWriter`` or a class with its methods (tests).
 
+    ``check``: what ``start`` checks of a sparkafka sink first (tests: the options alone, no broker).
     Idempotent: a class already wrapped is left as it is.
     """
     with _WRAPPING:
         if not vars(cls).get(_WRAPPED):
-            _wrap(cls)
+            _wrap(cls, check)
 
 
-def _wrap(cls: Any) -> None:
+def _wrap(cls: Any, check: Check) -> None:
     fmt, mode, option, options = cls.format, cls.outputMode, cls.option, cls.options
     foreach, foreach_batch, start = cls.foreach, cls.foreachBatch, cls.start
 
@@ -186,6 +206,10 @@ def _wrap(cls: Any) -> None:
     def start_(self: Any, *args: Any, **kwargs: Any) -> Any:
         given = signature.bind(self, *args, **kwargs).arguments
         _apply(self, given)
+        try:
+            _check_at_start(self, check)
+        except SparkafkaError as e:  # the user's start() line, then the sentence (a bug keeps its traceback)
+            raise e.with_traceback(None) from None
         _as_foreach_batch(self, foreach_batch)
         return start(self, given.get("path"))
 

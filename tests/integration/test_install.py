@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from sparkafka import __version__
-from sparkafka.datasource import REGISTER_FOR_EXACTLY_ONCE
+from sparkafka.sink.at_start import REGISTER_FOR_EXACTLY_ONCE
 from tests.support.kafka import Kafka
 
 pytestmark = pytest.mark.integration

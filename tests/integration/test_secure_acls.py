@@ -28,10 +28,11 @@ from sparkafka.cli.acls import Acl as Binding
 from sparkafka.cli.acls import AclFilter, describe_acls
 from sparkafka.client.metadata import AdminMetadata
 from sparkafka.client.security import ADMIN_CONFIG, Access
-from sparkafka.errors import AuthorizationError
+from sparkafka.errors import AuthorizationError, SparkafkaError
 from sparkafka.local.secure_kafka import Acl, SecureKafka
 from sparkafka.sink.intents import intent_topic
 from sparkafka.structs import TopicPartition
+from tests.integration.test_after_start import assert_one_sentence, case, run_cases
 from tests.support.docs import DOCS, blocks, shell_commands, sparkafka_argv
 from tests.support.kafka import Kafka
 from tests.support.wait import wait_until
@@ -77,7 +78,17 @@ class Scene:
         return sorted(acls)
 
     def run(self, spark: Any, checkpoint: Path) -> Any:
-        query = (
+        """Run the query to its end: its failure (raised by ``start()`` or the query's), or None."""
+        try:
+            query = self.start(spark, checkpoint)
+        except SparkafkaError as e:  # found by the sink's checks at start()
+            return e
+        with contextlib.suppress(Exception):  # awaitTermination raises the query's failure: returned below
+            assert query.awaitTermination(180), "the query did not end"
+        return query.exception()
+
+    def start(self, spark: Any, checkpoint: Path) -> Any:
+        return (
             spark.readStream.format("sparkafka")
             .options(**self.conf)
             .option("subscribe", self.source)
@@ -94,9 +105,6 @@ class Scene:
             .trigger(availableNow=True)
             .start()
         )
-        with contextlib.suppress(Exception):  # awaitTermination raises the query's failure: returned below
-            assert query.awaitTermination(180), "the query did not end"
-        return query.exception()
 
 
 def admin_config(kafka: SecureKafka, folder: Path) -> str:
@@ -217,8 +225,9 @@ def grant_command(sentence: str, config: str) -> list[str]:
 def test_the_command_a_missing_transactional_id_acl_names_lets_the_query_run(
     spark: Any, secure_kafka: SecureKafka, secured: Kafka, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The refusal met inside a task (Kafka cannot be asked about transactional ids beforehand) names the
-    prefixed grant; run as the administrator, it is the one missing: the query then writes every record."""
+    """The refusal (found at ``start()``: FindCoordinator for the prefix's first id is refused without a
+    grant) names the prefixed grant; run as the administrator, it is the one missing: the query then
+    writes every record."""
     scene = Scene(secure_kafka, secured)
     secure_kafka.grant(scene.user, [a for what, a in scene.least_privilege() if what != "open transactions"])
     text = str(scene.run(spark, tmp_path / "ck1"))
@@ -311,3 +320,47 @@ def test_acls_as_a_user_who_may_not_manage_them_is_one_sentence(
     err = capsys.readouterr().err
     assert err.startswith(f"sparkafka acls: user {user} may not manage ACLs (granting ACLs needs ALTER"), err
     assert secure_kafka.passwords[user] not in err
+
+
+def test_missing_sink_grants_are_one_sentence_at_start_naming_each(
+    secure_kafka: SecureKafka, secured: Kafka, tmp_path: Path
+) -> None:
+    """Issue 50: the output topic's WRITE and the transactional ids' grant, missing, were found by the
+    tasks (104 and 360 lines after ``start()``, the sentence 3 and 8 times). Now ``start()`` asks first: a
+    user's script (tests/integration/after_start_job.py) sees the sentence once within 20 lines, and with
+    both missing, one sentence names both."""
+    scenes = {
+        what: Scene(secure_kafka, secured) for what in ("write the output", "open transactions", "both")
+    }
+    for what, scene in scenes.items():
+        left_out = {"write the output", "open transactions"} if what == "both" else {what}
+        secure_kafka.grant(scene.user, [acl for w, acl in scene.least_privilege() if w not in left_out])
+    cases = [
+        case(
+            what,
+            tmp_path,
+            {**scene.conf, "subscribe": scene.source, "startingOffsets": "earliest"},
+            {
+                **scene.conf,
+                "topic": scene.output,
+                "deliveryGuarantee": "exactly_once",
+                "transactionalIdPrefix": scene.prefix,
+            },
+        )
+        for what, scene in scenes.items()
+    ]
+    seen = run_cases(cases, tmp_path)
+    output, transactions = scenes["write the output"], scenes["open transactions"]
+    assert_one_sentence(seen["write the output"], f"user {output.user} may not WRITE topic {output.output}:")
+    assert_one_sentence(
+        seen["open transactions"],
+        f"user {transactions.user} may not WRITE transactional id {transactions.prefix}*:",
+    )
+    both = scenes["both"]
+    assert_one_sentence(
+        seen["both"],
+        f"user {both.user} may not WRITE topic {both.output} nor WRITE transactional id {both.prefix}*: "
+        "grant them",
+    )
+    for scene in scenes.values():
+        assert not any(secure_kafka.passwords[scene.user] in line for s in seen.values() for line in s.lines)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from sparkafka.datasource import first_contact
+from sparkafka.client.contact import first_contact
 from sparkafka.errors import AuthenticationError, ConfigError
 from sparkafka.local.certs import CertificateAuthority
 from sparkafka.local.secure_kafka import APP, SecureKafka

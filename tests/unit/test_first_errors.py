@@ -21,7 +21,8 @@ from confluent_kafka import KafkaError, KafkaException
 from sparkafka.client import core as clients
 from sparkafka.client import log as librdkafka_log
 from sparkafka.client.conf import check_librdkafka_settings, close_librdkafka_property
-from sparkafka.datasource import HIDE_TRACEBACK_ENV, first_contact, sentence_errors
+from sparkafka.client.contact import first_contact
+from sparkafka.datasource import HIDE_TRACEBACK_ENV, sentence_errors
 from sparkafka.errors import BrokerError, ConfigError
 from sparkafka.pipeline.config import load_pipeline
 from sparkafka.pipeline.preflight import check_prefix_owner
@@ -540,7 +541,6 @@ def test_a_prefix_without_an_intent_log_is_not_read(tmp_path: Path) -> None:
 def test_a_setting_librdkafka_refuses_at_client_creation_is_one_sentence_at_load() -> None:
     from confluent_kafka import KafkaError, KafkaException
 
-    from sparkafka.datasource import first_contact
     from sparkafka.errors import ConfigError
 
     said = "Failed to create admin client: ssl.ca.location failed: error:05880020:x509 certificate routines"

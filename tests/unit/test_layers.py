@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "driver_facts": 3,
     "stream_writer": 3,
     "spark_errors": 3,
+    "spark_logs": 3,
     "ops": 4,
     "pipeline": 5,
     "local": 6,

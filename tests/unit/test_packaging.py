@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 import sparkafka
-from sparkafka.datasource import REGISTER_FOR_EXACTLY_ONCE, KafkaDataSource, check_registered
+from sparkafka.datasource import KafkaDataSource
 from sparkafka.errors import ConfigError
+from sparkafka.sink.at_start import REGISTER_FOR_EXACTLY_ONCE, check_registered
 from sparkafka.sink.options import parse_sink_options
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,6 +19,7 @@ from sparkafka.client.security import (
     authenticated,
     contact_failure,
     denied,
+    denied_all,
     denied_by,
     is_group_denial,
     principal,
@@ -167,6 +168,25 @@ def test_denied_names_user_operation_resource_and_the_grant() -> None:
         "WRITE",
         "transactional id orders-eos*",
     )
+
+
+def test_denied_all_names_each_missing_grant_in_one_sentence() -> None:
+    topic = Access("WRITE", "topic", "out")
+    ids = Access("WRITE", "transactional id", "eos", prefixed=True)
+    assert str(denied_all(SASL, [topic])) == str(denied(SASL, topic))
+    error = denied_all(SASL, [topic, ids])
+    assert str(error) == (
+        "user etl may not WRITE topic out nor WRITE transactional id eos*: grant them with "
+        "sparkafka acls grant --principal User:etl --operation write --topic out --bootstrap-servers "
+        "127.0.0.1:9093 --command-config ADMIN_CONFIG; sparkafka acls grant --principal User:etl --operation "
+        "write --transactional-id eos --prefixed --bootstrap-servers 127.0.0.1:9093 --command-config "
+        "ADMIN_CONFIG (ADMIN_CONFIG: a file of an administrator's settings), or with Kafka's kafka-acls.sh "
+        "--add --allow-principal User:etl --operation Write --topic out; kafka-acls.sh --add "
+        "--allow-principal User:etl --operation Write --transactional-id eos --resource-pattern-type prefixed"
+    )
+    assert (error.operation, error.resource) == ("WRITE", "topic out")
+    three = denied_all(SASL, [topic, ids, Access("READ", "group", "g")])
+    assert "may not WRITE topic out, WRITE transactional id eos* nor READ group g: grant them" in str(three)
 
 
 def test_denied_by_only_for_authorization_codes() -> None:

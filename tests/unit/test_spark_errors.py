@@ -124,3 +124,45 @@ def test_the_data_loss_class_is_read_from_sparks_jvm_cause_or_from_sparkafkas_se
     failure = CapturedLikeError("no class")
     failure._origin = cyclic  # type: ignore[attr-defined]
     assert spark_errors.data_loss_condition(failure) is None
+
+
+QUERY_FAILURE = (
+    "[STREAM_FAILED] Query q1 [id = 4c53ba41, runId = 59fe779f] terminated with exception: "
+    "[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source perform "
+    'initialOffset: Traceback (most recent call last):\n  File "reader.py", line 113\n'
+    "sparkafka.errors.ConfigError: Unable to retrieve any partitions for topic(s) t (subscribe=t): they do "
+    "not exist. Create them first, or check the names\n SQLSTATE: 38000 SQLSTATE: XXKST\n"
+    "=== Streaming Query ===\nIdentifier: q1 [id = 4c53ba41, runId = 59fe779f]\n"
+    "sparkafka.errors.ConfigError: Unable to retrieve any partitions for topic(s) t (subscribe=t): they do "
+    "not exist. Create them first, or check the names"
+)
+
+
+def test_a_query_s_failure_becomes_spark_s_head_and_the_sentence_once() -> None:
+    error = CapturedLikeError(QUERY_FAILURE)
+    assert with_sentence_last(error) is error
+    assert str(error) == (
+        "[STREAM_FAILED] Query q1 [id = 4c53ba41, runId = 59fe779f] terminated with exception: "
+        "sparkafka.errors.ConfigError: Unable to retrieve any partitions for topic(s) t (subscribe=t): they "
+        "do not exist. Create them first, or check the names"
+    )
+    assert error.spark_report == QUERY_FAILURE  # type: ignore[attr-defined]
+    with_sentence_last(error)
+    assert str(error).count("sparkafka.errors.") == 1
+
+
+def test_a_query_s_failure_raised_by_await_has_the_caller_s_frames_only() -> None:
+    def await_termination() -> None:
+        raise CapturedLikeError(QUERY_FAILURE)
+
+    def bug() -> None:
+        raise CapturedLikeError("[STREAM_FAILED] Query [id = a, runId = b] terminated with exception: boom")
+
+    for method, frames in ((await_termination, 1), (bug, 2)):
+        with pytest.raises(CapturedLikeError) as raised:
+            spark_errors._surfacing(method)()
+        tb, seen = raised.tb, 0
+        while tb is not None:
+            seen += tb.tb_frame.f_code.co_name in ("wrapper", "await_termination", "bug")
+            tb = tb.tb_next
+        assert seen == frames  # ours: the wrapper alone; a failure without a sentence keeps its frames

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from sparkafka import datasource
+from sparkafka.client import contact
 from sparkafka.client.conf import idempotence_conflicts
 from sparkafka.errors import ConfigError
+from sparkafka.sink import at_start
 from sparkafka.sink.options import parse_sink_options
 
 BASE = {"kafka.bootstrap.servers": "b:1", "topic": "out"}
@@ -75,21 +76,21 @@ class _Admin:
 def test_a_missing_sink_topic_is_one_sentence_at_start() -> None:
     options = parse_sink_options({**BASE, "topic": "orders-out"})
     with pytest.raises(ConfigError) as raised:
-        datasource.check_sink_topic(options, admin=_Admin({"orders": 2}))
+        at_start.check_sink_topic(options, admin=_Admin({"orders": 2}))
     assert str(raised.value) == (
         "option topic=orders-out: no such topic on b:1 (the sink does not create topics: create it first, "
         "e.g. sparkafka topics create orders-out --bootstrap-servers b:1)"
     )
-    datasource.check_sink_topic(options, admin=_Admin({"orders-out": 1}))
-    datasource.check_sink_topic(parse_sink_options({"kafka.bootstrap.servers": "b:1"}), admin=_Admin({}))
+    at_start.check_sink_topic(options, admin=_Admin({"orders-out": 1}))
+    at_start.check_sink_topic(parse_sink_options({"kafka.bootstrap.servers": "b:1"}), admin=_Admin({}))
 
 
 def test_a_streaming_sink_checks_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(datasource, "_contacted", set())
-    monkeypatch.setattr(datasource, "_topics_found", set())
+    monkeypatch.setattr(contact, "_contacted", set())
+    monkeypatch.setattr(at_start, "_topics_found", set())
     admin = _Admin({"out": 1})
     options = parse_sink_options(BASE)
     for _ in range(3):  # three micro-batches' writers in one planner process
-        datasource.first_contact(options.kafka, {}, 30_000, make_admin=lambda _: admin, once=True)
-        datasource.check_sink_topic(options, admin=admin, once=True)
+        contact.first_contact(options.kafka, {}, 30_000, make_admin=lambda _: admin, once=True)
+        at_start.check_sink_topic(options, admin=admin, once=True)
     assert admin.asked == 2  # one first contact, one topic lookup

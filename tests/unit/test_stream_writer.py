@@ -250,5 +250,30 @@ def test_pyspark_s_writer_keeps_its_behaviour_once_installed() -> None:
     assert settings is not None
     assert (settings.format, settings.output_mode) == ("sparkafka", "append")
     assert settings.option_map() == {"topic": "out", "flag": "true", "n": "3"}
-    assert writer.start().__class__.__name__ == "StreamingQuery"  # append mode: PySpark's start, unchanged
+    # Another format (a sparkafka sink's start asks the brokers first: tests/integration/test_after_start.py)
+    assert writer.format("console").start().__class__.__name__ == "StreamingQuery"  # PySpark's, unchanged
     assert writer._jwrite.calls[-1] == ("start",)
+
+
+def test_start_raises_the_sink_check_s_sentence_before_the_query_exists() -> None:
+    asked: list[tuple[dict[str, str], Any]] = []
+
+    def check(options: dict[str, str], schema: Any) -> None:
+        asked.append((options, schema))
+        if options.get("topic") == "missing":
+            raise ConfigError("option topic=missing: no such topic")
+
+    class Checked(PySparkLikeWriter):
+        pass
+
+    wrap(Checked, check)
+    Checked().format("console").options(topic="missing").start()  # another format: not asked
+    assert asked == []
+    ok = Checked().format("sparkafka").options(**SINK)
+    assert ok.start() == "query"
+    assert asked == [(SINK, SCHEMA)]
+    refused = Checked().format("SparkAfka").options(**{**SINK, "topic": "missing"})
+    with pytest.raises(ConfigError, match="no such topic") as raised:
+        refused.start()
+    assert started(refused) == []
+    assert raised.traceback[-1].name == "start_"  # the user's start() line, then the sentence

@@ -24,7 +24,7 @@ from sparkafka.client.log import logged
 from sparkafka.client.security import contact_failure, speaks_tls
 from sparkafka.errors import AuthenticationError, BrokerError, ConfigError
 
-__all__ = ["FIRST_CONTACT_S", "SLICE_S", "first_answer"]
+__all__ = ["FIRST_CONTACT_S", "SLICE_S", "first_answer", "first_contact"]
 
 FIRST_CONTACT_S = 5.0
 """How long the first contact may go unanswered before the sentence (``load()``, the sinks, the CLI tools,
@@ -128,3 +128,47 @@ def _key_hint(said: str) -> str:
             "kafka.ssl.key.password, or not a PEM key)"
         )
     return said
+
+
+_contacted: set[tuple[tuple[str, str], ...]] = set()
+
+
+def first_contact(
+    kafka: Mapping[str, str],
+    options: Mapping[str, Any],
+    metadata_timeout_ms: int,
+    *,
+    make_admin: Any = None,
+    once: bool = False,
+) -> None:
+    """Ask the brokers for their topics once; raise one sentence if none answers or they refuse the client.
+
+    Runs where a query or write first needs Kafka, before the lookups that retry for ``metadataTimeoutMs``
+    (30 s by default, right for a cluster that answered once and is electing leaders or restarting a
+    broker, long for an address where nothing ever answered: measured 35 s and 581 librdkafka lines for a
+    batch read from a wrong port). The bound is ``FIRST_CONTACT_S``, or ``metadataTimeoutMs`` when the user
+    set that option (a cluster known to answer slowly, say after an OAuth token fetch). A refused login or
+    TLS handshake is its own sentence at once (``client.contact.first_answer``). Once this succeeds, the
+    lookups that follow keep their full retries.
+
+    Args:
+        kafka: the librdkafka settings (``kafka.*`` without the prefix).
+        options: the raw options, to tell whether ``metadataTimeoutMs`` was set.
+        metadata_timeout_ms: ``metadataTimeoutMs`` as parsed.
+        make_admin: makes the AdminClient to ask (tests pass a fake).
+        once: ask only if these settings have not had an answer in this process yet. For the streaming
+            sink, whose writer Spark makes every micro-batch in a planner process it keeps (and for an
+            update-mode query's micro-batches): a broker restarting under a running query is ridden out by
+            the retries, not failed within 5 s.
+    """
+    key = tuple(sorted((str(k), str(v)) for k, v in kafka.items()))
+    if once and key in _contacted:
+        return
+
+    explicit = any(str(k).lower() == "metadatatimeoutms" for k in options)
+    timeout_s = metadata_timeout_ms / 1000 if explicit else min(FIRST_CONTACT_S, metadata_timeout_ms / 1000)
+    if make_admin is None:
+        first_answer(kafka, timeout_s)
+    else:
+        first_answer(kafka, timeout_s, make_admin=make_admin)
+    _contacted.add(key)

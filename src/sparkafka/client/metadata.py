@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from sparkafka.client import broker_gaps
@@ -30,7 +30,7 @@ from sparkafka.client.core import (
     raise_leaderless,
     with_retries,
 )
-from sparkafka.client.security import Access, denied, denied_by
+from sparkafka.client.security import Access, denied_all, denied_by
 from sparkafka.errors import AuthorizationError, BrokerError, PartitionsGoneError
 from sparkafka.structs import (
     KAFKA_INTERNAL_TOPICS,
@@ -168,8 +168,8 @@ class AdminMetadata:
             what, self._conf, call, self._timeout_s, clock=self._clock, sleep=self._sleep, access=access
         )
 
-    def require(self, accesses: Iterable[Access]) -> list[Access]:
-        """Raise ``AuthorizationError`` for the first of ``accesses`` the brokers say this user lacks.
+    def require(self, accesses: Iterable[Access], missing: Sequence[Access] = ()) -> list[Access]:
+        """Raise one ``AuthorizationError`` naming each of ``accesses`` the brokers say this user lacks.
 
         Runs on the driver before a query reads, commits or writes anything, so a missing ACL is one
         sentence at start, not a task failure after a batch was written. Asks the brokers which operations
@@ -178,13 +178,17 @@ class AdminMetadata:
         for transactional ids: a missing WRITE there fails the first transaction, worded the same). A topic
         that does not exist, or a broker that does not say, passes: the caller reports it as it did.
 
+        ``missing``: accesses the caller already knows are lacking (asked another way), named in the same
+        sentence (``security.denied_all``).
+
         Returns:
             The accesses that could not be checked (a topic that does not exist, a broker that does not
             say), for a caller that checks again once they can be.
         """
         from confluent_kafka import TopicCollection
 
-        unchecked = []
+        unchecked: list[Access] = []
+        lacking: list[Access] = []
         for access in accesses:
             if access.resource == "topic":
 
@@ -218,8 +222,9 @@ class AdminMetadata:
                     retriable=lambda e: error_code(e) != UNKNOWN_TOPIC_OR_PARTITION and is_retriable(e),
                     access=access,
                 )
-            except AuthorizationError:
-                raise
+            except AuthorizationError:  # not even DESCRIBE
+                lacking.append(access)
+                continue
             except BrokerError as e:  # the topic does not exist, or the broker cannot say: not for us
                 log.debug("authorized operations of %s %s not known: %s", access.resource, access.name, e)
                 unchecked.append(access)
@@ -228,7 +233,9 @@ class AdminMetadata:
             if not allowed:
                 unchecked.append(access)
             elif not allowed & {access.operation, "ALL"}:
-                raise denied(self._conf, access)
+                lacking.append(access)
+        if lacking or missing:
+            raise denied_all(self._conf, [*lacking, *missing])
         return unchecked
 
     def topics(self) -> dict[str, int]:

@@ -25,7 +25,7 @@ import re
 import shlex
 import socket
 import ssl
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ __all__ = [
     "authenticated",
     "contact_failure",
     "denied",
+    "denied_all",
     "denied_by",
     "is_group_denial",
     "principal",
@@ -176,6 +177,33 @@ def denied(conf: Mapping[str, Any], access: Access, doing: str | None = None) ->
         who,
         access.operation,
         f"{access.resource} {access.name}{'*' if access.prefixed else ''}",
+    )
+
+
+def denied_all(conf: Mapping[str, Any], accesses: Sequence[Access]) -> AuthorizationError:
+    """One sentence for every permission in ``accesses`` (at least one) that the user lacks, each named.
+
+    One missing: ``denied``'s sentence. Several: ``user etl may not READ topic orders, WRITE topic out nor
+    WRITE transactional id eos*: grant them with <one sparkafka acls grant each, ";"-separated>
+    (ADMIN_CONFIG: ...), or with Kafka's <one kafka-acls.sh each>``. The error's operation and resource are
+    the first's.
+    """
+    if len(accesses) == 1:
+        return denied(conf, accesses[0])
+    who, acl_principal = principal(conf)
+    first, *_ = accesses
+    names = [str(a) for a in accesses]
+    listed = f"{', '.join(names[:-1])} nor {names[-1]}"
+    ours = [a.grant(acl_principal, _servers(conf)) for a in accesses]
+    theirs = [a.kafka_acls(acl_principal) for a in accesses]
+    grants = "; ".join(g for g in ours if g)
+    admin = f"({ADMIN_CONFIG}: a file of an administrator's settings)"
+    how = f"{grants} {admin}, or with Kafka's {'; '.join(theirs)}" if grants else "; ".join(theirs)
+    return AuthorizationError(
+        f"{who} may not {listed}: grant them with {how}",
+        who,
+        first.operation,
+        f"{first.resource} {first.name}{'*' if first.prefixed else ''}",
     )
 
 

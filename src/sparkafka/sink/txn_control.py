@@ -190,6 +190,17 @@ class TxnController:
         """
         return self._end_one(handle, commit)
 
+    def find_coordinator(self, transactional_id: str) -> None:
+        """Ask which broker coordinates ``transactional_id``; changes nothing on the cluster.
+
+        Kafka answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED unless the user may at least DESCRIBE the id
+        (WRITE implies it): the one question about a transactional-id ACL that has no side effect.
+
+        Raises:
+            AuthorizationError: the user may not use ``transactional_id`` (``denied``'s sentence).
+        """
+        self._coordinator(transactional_id)
+
     def _coordinator(self, transactional_id: str) -> Any:
         from kafka.protocol.metadata import FindCoordinatorRequest
 

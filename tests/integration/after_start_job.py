@@ -1,0 +1,72 @@
+"""A user's script that makes the mistakes of issue 50, one query each, printing what a user would see.
+
+Usage: python -m tests.integration.after_start_job CASES_JSON
+
+CASES_JSON is a file holding a list of cases, each ``{"name", "source", "sink", "checkpoint"}``: ``source``
+is ``{"options": {...}}`` for ``readStream.format("sparkafka")``, or null for Spark's rate source (one string
+column ``value``, and a ``topic`` column if the case gives ``"topic_column"``); ``sink`` is
+``{"options": {...}}`` for ``writeStream.format("sparkafka")``, or null for ``format("noop")``. The script
+runs on ``local[2]`` (``SPARKAFKA_TEST_MASTER`` another master), calls ``sparkafka.register``
+(``SPARKAFKA_TEST_REGISTER=0``: it does not), then for each case prints
+``@@START <name>`` to stderr right before ``start()``, waits for the query, and lets a failure print as an
+uncaught exception would (``traceback.print_exc``: the same lines), then ``@@END <name>``. Everything else on
+stderr is Spark's and sparkafka's own output, as the user sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+import sparkafka
+
+
+def run(spark: Any, case: dict[str, Any]) -> None:
+    if case["source"] is None:
+        df = spark.readStream.format("rate").option("rowsPerSecond", "20").load()
+        df = df.selectExpr("CAST(value AS STRING) AS value")
+        if case.get("topic_column"):
+            df = df.selectExpr("value", f"'{case['topic_column']}' AS topic")
+    else:
+        df = spark.readStream.format("sparkafka").options(**case["source"]["options"]).load()
+    if case["sink"] is None:
+        writer = df.writeStream.format("noop")
+    else:
+        writer = df.writeStream.format("sparkafka").options(**case["sink"]["options"])
+    writer = writer.option("checkpointLocation", case["checkpoint"])
+    print(f"@@START {case['name']}", file=sys.stderr, flush=True)
+    query = writer.start()
+    if not query.awaitTermination(120):
+        print("@@NO FAILURE", file=sys.stderr, flush=True)
+        query.stop()
+
+
+def main(path: str) -> None:
+    spark = (
+        SparkSession.builder.master(os.environ.get("SPARKAFKA_TEST_MASTER", "local[2]"))
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    if os.environ.get("SPARKAFKA_TEST_REGISTER", "1") == "1":
+        sparkafka.register(spark)
+    for case in json.loads(Path(path).read_text()):
+        try:
+            run(spark, case)
+        except Exception:  # noqa: BLE001 - printed as Python prints an uncaught exception
+            traceback.print_exc()
+        sys.stderr.flush()
+        print(f"@@END {case['name']}", file=sys.stderr, flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

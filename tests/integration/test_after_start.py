@@ -1,0 +1,167 @@
+"""Issue 50: a mistake found after ``start()`` is one sentence, once, within 20 lines of the ``start()``.
+
+A user's script (tests/integration/after_start_job.py, its own driver as ``python job.py`` runs one) makes
+each mistake in a query of its own; the test reads what the script printed (stdout and stderr: Spark's log,
+the Python traceback) between ``start()`` and the query's end, and counts the lines up to sparkafka's
+sentence and how often a sparkafka sentence appears. Before (measured on this machine): 93 to 103 lines,
+the sentence three times. The master is ``local[2,3]``: tasks are retried as on a cluster, so a refusal a
+task retried would show twice. The secured cluster's cases (a missing WRITE on the output topic, a missing
+transactional-id grant) are in tests/integration/test_secure_acls.py, through ``run_cases`` here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MAX_LINES = 20
+MARK = "sparkafka.errors."
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What one case printed between ``start()`` and its end."""
+
+    lines: list[str]
+
+    def to_sentence(self, says: str) -> int | None:
+        """How many lines were printed up to the first that holds ``says`` (None: never)."""
+        return next((i + 1 for i, line in enumerate(self.lines) if says in line), None)
+
+    @property
+    def sentences(self) -> int:
+        """How many times a sparkafka sentence was printed."""
+        return sum(line.count(MARK) for line in self.lines)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
+def run_cases(
+    cases: list[dict[str, Any]], folder: Path, register: bool = True, pythonpath: str | None = None
+) -> dict[str, Seen]:
+    """Run ``cases`` (after_start_job's format) in one driver; what each printed, by name."""
+    path = folder / "cases.json"
+    path.write_text(json.dumps(cases))
+    env = {
+        **os.environ,
+        "SPARKAFKA_TEST_MASTER": "local[2,3]",
+        "SPARKAFKA_TEST_REGISTER": "1" if register else "0",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.integration.after_start_job", str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        start_new_session=True,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "@@NO FAILURE" not in result.stderr, result.stderr[-4000:]
+    seen: dict[str, Seen] = {}
+    current: list[str] | None = None
+    for line in (result.stdout + result.stderr).splitlines():
+        if line.startswith("@@START "):
+            current = seen.setdefault(line.removeprefix("@@START "), Seen([])).lines
+        elif line.startswith("@@END "):
+            current = None
+        elif current is not None:
+            current.append(line)
+    assert set(seen) == {c["name"] for c in cases}, result.stderr[-4000:]
+    return seen
+
+
+def case(
+    name: str, folder: Path, source: Mapping[str, str] | None, sink: Mapping[str, str] | None, **more: Any
+) -> dict[str, Any]:
+    """One case of after_start_job: ``source``/``sink`` options (None: rate / noop)."""
+    return {
+        "name": name,
+        "source": None if source is None else {"options": dict(source)},
+        "sink": None if sink is None else {"options": dict(sink)},
+        "checkpoint": str(folder / f"ck-{name}"),
+        **more,
+    }
+
+
+def assert_one_sentence(seen: Seen, says: str) -> None:
+    """The issue's target: the sentence within ``MAX_LINES`` lines of ``start()``, and only once."""
+    at = seen.to_sentence(says)
+    assert at is not None, str(seen)
+    assert at <= MAX_LINES, f"{at} lines before the sentence:\n{seen}"
+    assert seen.sentences == 1, str(seen)
+
+
+def test_each_mistake_after_start_is_one_sentence_once(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    source = new_topic(partitions=2)
+    output = new_topic(partitions=2)
+    missing = f"missing-{uuid.uuid4().hex[:8]}"
+    kafka = {"kafka.bootstrap.servers": bootstrap}
+    exactly_once = {
+        "deliveryGuarantee": "exactly_once",
+        "transactionalIdPrefix": f"eos-{uuid.uuid4().hex[:8]}",
+    }
+    cases = {
+        "missing source topic": (
+            case("missing source topic", tmp_path, {**kafka, "subscribe": missing}, None),
+            f"topic(s) {missing}",
+        ),
+        "partial startingOffsets": (
+            case(
+                "partial startingOffsets",
+                tmp_path,
+                {**kafka, "subscribe": source, "startingOffsets": json.dumps({source: {"0": 0}})},
+                None,
+            ),
+            "startingOffsets",
+        ),
+        "acks with exactly once": (
+            case(
+                "acks with exactly once",
+                tmp_path,
+                None,
+                {**kafka, "topic": output, "kafka.acks": "1", **exactly_once},
+            ),
+            "kafka.acks=1",
+        ),
+        "missing output topic": (
+            case("missing output topic", tmp_path, None, {**kafka, "topic": missing}),
+            f"topic={missing}: no such topic",
+        ),
+        "topic column names a missing topic": (
+            case(
+                "topic column names a missing topic",
+                tmp_path,
+                None,
+                {**kafka, **exactly_once},
+                topic_column=missing,
+            ),
+            f"topic '{missing}' does not exist",
+        ),
+    }
+    seen = run_cases([c for c, _ in cases.values()], tmp_path)
+    for name, (_, says) in cases.items():
+        print(
+            f"{name}: {seen[name].to_sentence(says)} lines to the sentence, {len(seen[name].lines)} in all, "
+            f"{seen[name].sentences} sentence(s)"
+        )
+    failures = []
+    for name, (_, says) in cases.items():
+        try:
+            assert_one_sentence(seen[name], says)
+        except AssertionError as e:
+            failures.append(f"{name}: {e}")
+    assert not failures, "\n\n".join(failures)
