@@ -1,16 +1,17 @@
 """A user's script that makes the mistakes of issue 50, one query each, printing what a user would see.
 
-Usage: python -m tests.integration.after_start_job CASES_JSON
+Usage: python -m tests.integration.after_start_job CASES_JSON (or the file alone: it imports only
+sparkafka and PySpark)
 
 CASES_JSON is a file holding a list of cases, each ``{"name", "source", "sink", "checkpoint"}``: ``source``
 is ``{"options": {...}}`` for ``readStream.format("sparkafka")``, or null for Spark's rate source (one string
 column ``value``, and a ``topic`` column if the case gives ``"topic_column"``); ``sink`` is
 ``{"options": {...}}`` for ``writeStream.format("sparkafka")``, or null for ``format("noop")``. The script
 runs on ``local[2]`` (``SPARKAFKA_TEST_MASTER`` another master), calls ``sparkafka.register``
-(``SPARKAFKA_TEST_REGISTER=0``: it does not), then for each case prints
-``@@START <name>`` to stderr right before ``start()``, waits for the query, and lets a failure print as an
-uncaught exception would (``traceback.print_exc``: the same lines), then ``@@END <name>``. Everything else on
-stderr is Spark's and sparkafka's own output, as the user sees it.
+(``SPARKAFKA_TEST_REGISTER=0``: it does not), then for each case prints ``@@START <name>`` to stderr before
+the query is made (``load()`` onwards), starts it, waits for it, and lets a failure print as an uncaught
+exception would (``traceback.print_exc``: the same lines), then ``@@END <name>``. Everything else on stderr
+is Spark's and sparkafka's own output, as the user sees it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import sparkafka
 
 
 def run(spark: Any, case: dict[str, Any]) -> None:
+    print(f"@@START {case['name']}", file=sys.stderr, flush=True)
     if case["source"] is None:
         df = spark.readStream.format("rate").option("rowsPerSecond", "20").load()
         df = df.selectExpr("CAST(value AS STRING) AS value")
@@ -40,7 +42,6 @@ def run(spark: Any, case: dict[str, Any]) -> None:
     else:
         writer = df.writeStream.format("sparkafka").options(**case["sink"]["options"])
     writer = writer.option("checkpointLocation", case["checkpoint"])
-    print(f"@@START {case['name']}", file=sys.stderr, flush=True)
     query = writer.start()
     if not query.awaitTermination(120):
         print("@@NO FAILURE", file=sys.stderr, flush=True)

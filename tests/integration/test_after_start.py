@@ -2,7 +2,7 @@
 
 A user's script (tests/integration/after_start_job.py, its own driver as ``python job.py`` runs one) makes
 each mistake in a query of its own; the test reads what the script printed (stdout and stderr: Spark's log,
-the Python traceback) between ``start()`` and the query's end, and counts the lines up to sparkafka's
+the Python traceback) from the query's ``load()`` to its end, and counts the lines up to sparkafka's
 sentence and how often a sparkafka sentence appears. Before (measured on this machine): 93 to 103 lines,
 the sentence three times. The master is ``local[2,3]``: tasks are retried as on a cluster, so a refusal a
 task retried would show twice. The secured cluster's cases (a missing WRITE on the output topic, a missing
@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 MAX_LINES = 20
 MARK = "sparkafka.errors."
@@ -44,23 +46,35 @@ class Seen:
         return "\n".join(self.lines)
 
 
+JOB = Path(__file__).with_name("after_start_job.py")
+
+
 def run_cases(
-    cases: list[dict[str, Any]], folder: Path, register: bool = True, pythonpath: str | None = None
+    cases: list[dict[str, Any]],
+    folder: Path,
+    *,
+    python: str = sys.executable,
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, Seen]:
-    """Run ``cases`` (after_start_job's format) in one driver; what each printed, by name."""
+    """Run ``cases`` (after_start_job's format) in one driver; what each printed, by name.
+
+    ``python`` runs the job's file; ``env`` replaces this process's environment (the master is always
+    ``local[2,3]``: tasks retried as on a cluster).
+    """
     path = folder / "cases.json"
     path.write_text(json.dumps(cases))
-    env = {
-        **os.environ,
-        "SPARKAFKA_TEST_MASTER": "local[2,3]",
-        "SPARKAFKA_TEST_REGISTER": "1" if register else "0",
-        "SPARK_LOCAL_IP": "127.0.0.1",
-    }
-    if pythonpath is not None:
-        env["PYTHONPATH"] = pythonpath
+    if env is None:
+        env = {
+            **os.environ,
+            # As an activated venv gives it: PySpark 4.0 runs the data source it finds (pyspark_sparkafka)
+            # with PYSPARK_PYTHON or python3 from the PATH (docs/troubleshooting.md)
+            "PYSPARK_PYTHON": sys.executable,
+        }
+    env = {**env, "SPARKAFKA_TEST_MASTER": "local[2,3]", "SPARK_LOCAL_IP": "127.0.0.1"}
     result = subprocess.run(
-        [sys.executable, "-m", "tests.integration.after_start_job", str(path)],
+        [python, str(JOB), str(path)],
         env=env,
+        cwd=folder,
         capture_output=True,
         text=True,
         timeout=900,
@@ -103,48 +117,35 @@ def assert_one_sentence(seen: Seen, says: str) -> None:
     assert seen.sentences == 1, str(seen)
 
 
-def test_each_mistake_after_start_is_one_sentence_once(
-    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
-) -> None:
-    source = new_topic(partitions=2)
-    output = new_topic(partitions=2)
+def mistakes(bootstrap: str, source: str, output: str, folder: Path) -> dict[str, tuple[dict[str, Any], str]]:
+    """Issue 50's mistakes, each a case and what its sentence says: ``source`` and ``output`` are topics
+    with two partitions."""
     missing = f"missing-{uuid.uuid4().hex[:8]}"
     kafka = {"kafka.bootstrap.servers": bootstrap}
     exactly_once = {
         "deliveryGuarantee": "exactly_once",
         "transactionalIdPrefix": f"eos-{uuid.uuid4().hex[:8]}",
     }
-    cases = {
+    partial = {**kafka, "subscribe": source, "startingOffsets": json.dumps({source: {"0": 0}})}
+    acks = {**kafka, "topic": output, "kafka.acks": "1", **exactly_once}
+    return {
         "missing source topic": (
-            case("missing source topic", tmp_path, {**kafka, "subscribe": missing}, None),
+            case("missing source topic", folder, {**kafka, "subscribe": missing}, None),
             f"topic(s) {missing}",
         ),
         "partial startingOffsets": (
-            case(
-                "partial startingOffsets",
-                tmp_path,
-                {**kafka, "subscribe": source, "startingOffsets": json.dumps({source: {"0": 0}})},
-                None,
-            ),
+            case("partial startingOffsets", folder, partial, None),
             "startingOffsets",
         ),
-        "acks with exactly once": (
-            case(
-                "acks with exactly once",
-                tmp_path,
-                None,
-                {**kafka, "topic": output, "kafka.acks": "1", **exactly_once},
-            ),
-            "kafka.acks=1",
-        ),
+        "acks with exactly once": (case("acks with exactly once", folder, None, acks), "kafka.acks=1"),
         "missing output topic": (
-            case("missing output topic", tmp_path, None, {**kafka, "topic": missing}),
+            case("missing output topic", folder, None, {**kafka, "topic": missing}),
             f"topic={missing}: no such topic",
         ),
         "topic column names a missing topic": (
             case(
                 "topic column names a missing topic",
-                tmp_path,
+                folder,
                 None,
                 {**kafka, **exactly_once},
                 topic_column=missing,
@@ -152,16 +153,28 @@ def test_each_mistake_after_start_is_one_sentence_once(
             f"topic '{missing}' does not exist",
         ),
     }
-    seen = run_cases([c for c, _ in cases.values()], tmp_path)
-    for name, (_, says) in cases.items():
+
+
+def check_each(seen: Mapping[str, Seen], says: Mapping[str, str]) -> None:
+    """``assert_one_sentence`` for every case (all failures reported), after printing what each showed."""
+    for name, text in says.items():
         print(
-            f"{name}: {seen[name].to_sentence(says)} lines to the sentence, {len(seen[name].lines)} in all, "
+            f"{name}: {seen[name].to_sentence(text)} lines to the sentence, {len(seen[name].lines)} in all, "
             f"{seen[name].sentences} sentence(s)"
         )
     failures = []
-    for name, (_, says) in cases.items():
+    for name, text in says.items():
         try:
-            assert_one_sentence(seen[name], says)
+            assert_one_sentence(seen[name], text)
         except AssertionError as e:
             failures.append(f"{name}: {e}")
     assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.lines
+def test_each_mistake_after_start_is_one_sentence_once(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    cases = mistakes(bootstrap, new_topic(partitions=2), new_topic(partitions=2), tmp_path)
+    seen = run_cases([c for c, _ in cases.values()], tmp_path)
+    check_each(seen, {name: says for name, (_, says) in cases.items()})

@@ -30,6 +30,8 @@ import pytest
 
 from sparkafka import __version__
 from sparkafka.sink.at_start import REGISTER_FOR_EXACTLY_ONCE
+from tests.integration.test_after_start import case, check_each, mistakes, run_cases
+from tests.support.docs import troubleshooting_entry
 from tests.support.kafka import Kafka
 
 pytestmark = pytest.mark.integration
@@ -228,6 +230,40 @@ def test_the_pure_wheel_alone_reads_through_confluent_kafka(
     assert out["native"] is None
     assert out["values"] == sorted(values)
     assert all(str(f).startswith(str(venv)) for f in out["files"]), out["files"]  # type: ignore[attr-defined]
+
+
+def test_a_new_user_s_mistakes_from_the_wheels_are_each_one_sentence_troubleshooting_lists(
+    tmp_path: Path, wheels: Path, dependencies: Path, kafka: Kafka, new_topic: Callable[..., str]
+) -> None:
+    """Issue 50's walk-through: from the wheels, outside the tree, the venv not activated (its python run by
+    path, no PYSPARK_PYTHON), a user's script makes each mistake (tests/integration/after_start_job.py, run
+    as a file): each is one sentence, once, within 20 lines, and docs/troubleshooting.md lists it."""
+    bin_dir = fresh_venv(tmp_path / "venv", dependencies, wheels, "sparkafka")
+    cases = mistakes(
+        kafka.conf["bootstrap.servers"], new_topic(partitions=2), new_topic(partitions=2), tmp_path
+    )
+    cases["bad option at load"] = (
+        case(
+            "bad option at load",
+            tmp_path,
+            {
+                "kafka.bootstrap.servers": kafka.conf["bootstrap.servers"],
+                "subscribe": "t",
+                "startingOffsets": "nope",
+            },
+            None,
+        ),
+        "option startingOffsets='nope' is not allowed",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYSPARK", "VIRTUAL_ENV"))}
+    seen = run_cases([c for c, _ in cases.values()], tmp_path, python=str(bin_dir / "python"), env=env)
+    check_each(seen, {name: says for name, (_, says) in cases.items()})
+    for name in cases:
+        (line,) = [line for line in seen[name].lines if "sparkafka.errors." in line]
+        sentence = line.split("sparkafka.errors.", 1)[1].split(": ", 1)[1]
+        assert troubleshooting_entry(sentence) is not None, (
+            f"{name}: not in docs/troubleshooting.md: {sentence}"
+        )
 
 
 def test_the_native_wheel_is_manylinux_with_openssl_inside(wheels: Path, tmp_path: Path) -> None:

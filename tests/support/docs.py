@@ -327,3 +327,21 @@ def error_sentences(root: Path = SRC) -> list[Sentence]:
                 if not (isinstance(value, ast.Constant) and value.value is None):
                     f._add(_template(value, dict(assigned)), line)
     return [s for f in finders for s in f.found if re.search(r"[a-z]{2}", s.text)]  # not "…: …" wrappers
+
+
+TROUBLESHOOTING_ENTRY = re.compile(r"^- (`+) ?(.+?) ?\1$", re.M)
+"""An entry of docs/troubleshooting.md: a list item that is one code span, the sentence with ``HOLE``s."""
+
+
+def troubleshooting_entries() -> list[str]:
+    """The sentences docs/troubleshooting.md lists, each with ``HOLE`` where the code fills in a value."""
+    return [m.group(2) for m in TROUBLESHOOTING_ENTRY.finditer((DOCS / "troubleshooting.md").read_text())]
+
+
+def troubleshooting_entry(sentence: str) -> str | None:
+    """The entry of docs/troubleshooting.md a sentence as printed is an instance of (None: not listed)."""
+    for entry in troubleshooting_entries():
+        pattern = ".+?".join(re.escape(part) for part in entry.split(HOLE))
+        if re.fullmatch(pattern, sentence, re.S):
+            return entry
+    return None

@@ -31,7 +31,6 @@ from sparkafka.registry.client import REGISTRY_SETTINGS
 from sparkafka.sink.options import SINK_KAFKA_SETTINGS, SINK_OPTIONS, SPARK_WRITE_OPTIONS, parse_sink_options
 from sparkafka.source.options import SOURCE_KAFKA_SETTINGS, SOURCE_OPTIONS, parse_source_options
 from tests.support.docs import (
-    DOCS,
     HOLE,
     ROOT,
     SHELLS,
@@ -42,6 +41,7 @@ from tests.support.docs import (
     pages,
     shell_commands,
     sparkafka_argv,
+    troubleshooting_entries,
 )
 
 BLOCKS = all_blocks()
@@ -342,11 +342,9 @@ def test_a_declared_pipeline_default_means_the_same_as_leaving_the_field_out(tmp
 
 # -- troubleshooting: every error sentence has its entry -----------------------------------------------------
 
-ENTRY = re.compile(r"^- (`+) ?(.+?) ?\1$", re.M)
-
 
 def _entries() -> list[str]:
-    return [m.group(2) for m in ENTRY.finditer((DOCS / "troubleshooting.md").read_text())]
+    return troubleshooting_entries()
 
 
 def test_every_error_sentence_has_an_entry_in_troubleshooting() -> None:
