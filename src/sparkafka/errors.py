@@ -1,4 +1,31 @@
-"""The one error hierarchy of sparkafka: every error we raise is a ``SparkafkaError``."""
+"""The one error hierarchy of sparkafka: every error we raise is a ``SparkafkaError``.
+
+Which errors no retry can heal (``SparkafkaError.permanent``, read by ``is_permanent``): each class says,
+and a ``BrokerError`` raised for a condition that stays says so of itself, where the table names:
+
+=========================================  =========  ===================================================
+error                                      permanent  why
+=========================================  =========  ===================================================
+``ConfigError``                            always     a setting, or the software installed, stays wrong
+``AuthenticationError``                    always     a password, certificate or mechanism stays wrong
+``AuthorizationError``                     always     an ACL stays missing until someone grants it
+``BrokerError(..., permanent=True)``       as raised  what the data asks of the cluster: a topic that does
+                                                      not exist (a ``topic`` column) or a row with no topic
+                                                      (``sink.task``), a record the producer or the broker
+                                                      refuses (``sink.delivery.REFUSED_RECORD``: too
+                                                      large, invalid, timestamp out of range)
+any other ``BrokerError``, including       never      timeouts, a broker restarting, a leader moving, an
+``DeliveryError`` (unproven writes)                   unproven delivery: a retry may succeed
+``TransactionError`` and the rest          never
+=========================================  =========  ===================================================
+
+A sink task that meets a permanent error does not fail: it reports the error to the driver, whose commit
+raises it before anything of the batch is committed (``sink.writer``), so Spark neither retries the task
+(``spark.task.maxFailures`` attempts, each failing the same way) nor prints it once per attempt.
+
+Every error pickles with its class, message and attributes, whatever its ``__init__`` takes: a task hands
+its error to the driver that way.
+"""
 
 from __future__ import annotations
 
@@ -16,11 +43,39 @@ __all__ = [
     "RegistryError",
     "SparkafkaError",
     "TransactionError",
+    "is_permanent",
 ]
 
 
 class SparkafkaError(Exception):
     """Root of every error sparkafka raises on purpose."""
+
+    permanent: bool = False
+    """Whether doing the same again fails the same way, so that no retry can heal it (the module's table).
+    The class says it; ``permanent=True`` at the raise site says it of one error."""
+
+    def __init__(self, *args: object, permanent: bool | None = None) -> None:
+        """An error with ``args`` (its message); ``permanent`` overrides the class's ``permanent``."""
+        super().__init__(*args)
+        if permanent is not None:
+            self.permanent = permanent
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as class, ``args`` and attributes, without calling ``__init__`` (whose arguments
+        ``args`` need not match: ``AuthorizationError``'s, ``PartitionsGoneError``'s)."""
+        return _restore, (type(self), self.args), self.__dict__
+
+
+def _restore(cls: type[SparkafkaError], args: tuple[Any, ...]) -> SparkafkaError:
+    """An unpickled error: ``cls`` with ``args``; pickle then sets its attributes."""
+    error = cls.__new__(cls)
+    error.args = args
+    return error
+
+
+def is_permanent(error: BaseException) -> bool:
+    """Whether ``error`` is a sparkafka error that no retry can heal (``SparkafkaError.permanent``)."""
+    return isinstance(error, SparkafkaError) and error.permanent
 
 
 class ConfigError(SparkafkaError, ValueError):
@@ -29,12 +84,15 @@ class ConfigError(SparkafkaError, ValueError):
     The message names the option, what was given and what is allowed.
     """
 
+    permanent = True
+
 
 class BrokerError(SparkafkaError):
     """The Kafka broker could not be reached, or answered with an error we cannot work around.
 
     Retriable broker errors never reach the user as this: the client layer (``sparkafka.client.core``) retries
-    them until the caller's timeout, and only then raises this, naming the bootstrap servers.
+    them until the caller's timeout, and only then raises this, naming the bootstrap servers. Not
+    ``permanent`` unless raised so (the module's table).
     """
 
 
@@ -45,12 +103,16 @@ class AuthenticationError(BrokerError):
     stays wrong (``sparkafka.client.security`` words each).
     """
 
+    permanent = True
+
 
 class AuthorizationError(BrokerError):
     """The brokers refused an operation by ACL: the message names the user, the operation and the resource.
 
     Never retried. Raised where the refusal is met (driver or task) by ``sparkafka.client.security``.
     """
+
+    permanent = True
 
     def __init__(self, message: str, principal: str, operation: str, resource: str) -> None:
         """An error with ``message`` about ``principal`` lacking ``operation`` on ``resource``."""
@@ -65,7 +127,8 @@ class AuthorizationError(BrokerError):
 
 class DeliveryError(BrokerError):
     """A sink task's records were not written, or not provably (``sink.delivery``): the task fails before
-    anything of it is committed, so that Spark's retry writes its rows again."""
+    anything of it is committed, so that Spark's retry writes its rows again. ``permanent`` when the
+    producer or the broker refused a record for what it is (too large, invalid): a retry sends it again."""
 
 
 class PartitionsGoneError(BrokerError):
