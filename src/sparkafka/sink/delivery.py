@@ -44,11 +44,13 @@ from sparkafka.errors import AuthorizationError, BrokerError, ConfigError, Deliv
 
 __all__ = [
     "IN_FLIGHT_SETTINGS",
+    "REFUSED_RECORD",
     "Deliveries",
     "TripwireLogger",
     "check_in_flight",
     "librdkafka_int",
     "producer_settings",
+    "refuses_record",
 ]
 
 log = logging.getLogger(__name__)
@@ -61,8 +63,25 @@ TOO_LARGE_HINT = (
     "broker (raise them, or write smaller records)"
 )
 
+REFUSED_RECORD = frozenset(
+    {"MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD", "INVALID_TIMESTAMP"}
+)
+"""librdkafka's names of the errors that refuse a record for what it is: larger than the producer's
+``message.max.bytes`` or the topic's ``max.message.bytes``, larger than a segment, invalid for the topic
+(a compacted topic's record without a key), a timestamp outside the topic's
+``message.timestamp.*.max.ms``. Sent again, the record is refused again: the error is ``permanent``."""
+
 _IMPLICIT_ACK = "IMPLICITACK"
 """The facility of librdkafka's implicit-ack debug line (contexts ``msg`` and ``eos``)."""
+
+
+def refuses_record(error: Any) -> bool:
+    """Whether librdkafka's ``error`` (a ``KafkaError``, or text naming its code) is one of
+    ``REFUSED_RECORD``."""
+    name = getattr(error, "name", None)
+    if callable(name):
+        return name() in REFUSED_RECORD
+    return any(code in str(error) for code in REFUSED_RECORD)
 
 
 class Deliveries:
@@ -70,13 +89,16 @@ class Deliveries:
 
     It is the producer's ``on_delivery`` callback and, through ``producer_settings``, the receiver of its
     implicit-ack log lines. ``failure()`` turns what it collected into the error to raise, and forgets it (a
-    cached producer outlives a task). A delivery refused by ACL keeps its sentence, raised before the rest.
+    cached producer outlives a task). A delivery refused by ACL keeps its sentence, raised before the rest;
+    a record refused for what it is (``refuses_record``) makes the error ``permanent``.
     """
 
     def __init__(self, conf: Mapping[str, str]) -> None:
         self.errors: list[str] = []
         self.implicit: list[str] = []
         self.denied: AuthorizationError | None = None
+        self.refused = False
+        """Whether a failed delivery was a record refused for what it is (``REFUSED_RECORD``)."""
         self._conf = conf
 
     def __call__(self, error: Any, message: Any) -> None:
@@ -89,6 +111,7 @@ class Deliveries:
         except Exception:  # noqa: BLE001 - after a fatal producer error the message can no longer say
             topic, where = "", "a record"  # (SystemError from Message.topic, measured); the error counts
         self.errors.append(f"{where}: {error}")
+        self.refused = self.refused or refuses_record(error)
         if self.denied is None:
             access = Access("WRITE", "topic", topic)
             self.denied = denied_by(error, self._conf, access, f"producing to {where}")
@@ -99,8 +122,8 @@ class Deliveries:
 
     def failure(self, left: int = 0, timeout_s: float = 0.0) -> BrokerError | None:
         """The error a flush that left ``left`` records undelivered must raise, or None; resets the state."""
-        denied, errors, implicit = self.denied, self.errors, self.implicit
-        self.denied, self.errors, self.implicit = None, [], []
+        denied, errors, implicit, refused = self.denied, self.errors, self.implicit, self.refused
+        self.denied, self.errors, self.implicit, self.refused = None, [], [], False
         if denied is not None:
             return denied
         if implicit:
@@ -117,7 +140,9 @@ class Deliveries:
             # The broker's MESSAGE_TOO_LARGE (the topic's max.message.bytes) arrives here, as a delivery
             # error.
             hint = TOO_LARGE_HINT if any("MSG_SIZE_TOO_LARGE" in e for e in errors) else ""
-            return DeliveryError(f"{len(errors)} record(s) could not be delivered, e.g. {errors[0]}{hint}")
+            return DeliveryError(
+                f"{len(errors)} record(s) could not be delivered, e.g. {errors[0]}{hint}", permanent=refused
+            )
         if left:
             return DeliveryError(f"{left} record(s) still undelivered after {timeout_s:.0f} s")
         return None

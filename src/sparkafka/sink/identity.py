@@ -16,7 +16,7 @@ from sparkafka.client.conf import against_servers
 from sparkafka.client.core import new_producer
 from sparkafka.client.log import LIBRDKAFKA_LOG
 from sparkafka.client.security import Access, denied_by
-from sparkafka.errors import TransactionError
+from sparkafka.errors import ConfigError, TransactionError
 from sparkafka.sink.delivery import TripwireLogger
 
 __all__ = [
@@ -118,11 +118,13 @@ def open_transactional_producer(
 
     Raises:
         AuthorizationError: the user may not WRITE the transactional id (named with its prefix).
+        ConfigError: this process's librdkafka is not the line exactly once is proven with (the
+            sentence the sink's options give on the driver, where the executor's may differ).
         TransactionError: when the transactions cannot be initialised or the pid cannot be learned.
     """
     unproven = check_transaction_protocol()
     if unproven is not None:
-        raise TransactionError(unproven)
+        raise ConfigError(unproven)
     capture = _Capture()
     given = conf.get("logger")
     # A sink task's producer brings its logger (``sink.delivery``: the implicit-ack tripwire), which keeps

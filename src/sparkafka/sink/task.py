@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from sparkafka.client.core import cached, new_producer, with_retries
 from sparkafka.client.security import Access, denied_by
 from sparkafka.errors import BrokerError
-from sparkafka.sink.delivery import TOO_LARGE_HINT, Deliveries, producer_settings
+from sparkafka.sink.delivery import TOO_LARGE_HINT, Deliveries, producer_settings, refuses_record
 from sparkafka.sink.identity import open_transactional_producer
 from sparkafka.sink.intents import IntentLog, intent_topic, witness_key
 from sparkafka.sink.options import InputColumns, SinkOptions
@@ -65,7 +65,12 @@ def _plain_producer(conf: Mapping[str, str], delivery: str) -> tuple[Any, Delive
 
 
 class _Counts:
-    """Partition counts per topic, looked up once per task through the producer's metadata."""
+    """Partition counts per topic, looked up once per task through the producer's metadata.
+
+    A topic the broker says it does not know is a ``permanent`` error (a ``topic`` column's value names
+    it; the sink does not create topics); one that is not ready yet (a leader being elected, a topic being
+    created) is not: a retry may find it.
+    """
 
     def __init__(self, producer: Any, conf: Mapping[str, str], timeout_s: float) -> None:
         self._producer = producer
@@ -84,10 +89,22 @@ class _Counts:
             refusal = denied_by(meta.error, self._conf, Access("WRITE", "topic", topic)) if meta else None
             if refusal is not None:
                 raise refusal
-            if meta is None or meta.error is not None or not meta.partitions:
-                raise BrokerError(f"topic {topic!r} does not exist (the sink does not create topics)")
+            if meta is None or _unknown_topic(meta.error):
+                raise BrokerError(
+                    f"topic {topic!r} does not exist (the sink does not create topics)", permanent=True
+                )
+            if meta.error is not None or not meta.partitions:
+                why = meta.error or "no partitions"
+                raise BrokerError(f"topic {topic!r} is not ready to write to: {why}")
             self._counts[topic] = len(meta.partitions)
         return self._counts[topic]
+
+
+def _unknown_topic(error: Any) -> bool:
+    """Whether a topic's metadata error says the broker has no such topic (UNKNOWN_TOPIC_OR_PART)."""
+    from confluent_kafka import KafkaError
+
+    return error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
 def _counts(producer: Any, options: SinkOptions) -> _Counts:
@@ -143,7 +160,9 @@ class _Output:
                 error = e.args[0] if e.args else e
                 hint = TOO_LARGE_HINT if getattr(error, "name", lambda: "")() == "MSG_SIZE_TOO_LARGE" else ""
                 where = self.options.topic or "the topic column"
-                raise BrokerError(f"producing to {where} failed: {error}{hint}") from e
+                raise BrokerError(
+                    f"producing to {where} failed: {error}{hint}", permanent=refuses_record(error)
+                ) from e
         return self.records
 
     def _produce_rows(self, batch: pa.RecordBatch) -> None:
@@ -175,7 +194,7 @@ class _Output:
         for i in range(n):
             topic = topics[i] or options.topic
             if topic is None:
-                raise BrokerError("a row has a null topic and the sink has no option topic")
+                raise BrokerError("a row has a null topic and the sink has no option topic", permanent=True)
             value, key = values[i], keys[i]
             partition = parts[i]
             if partition is None:

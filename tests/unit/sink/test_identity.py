@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkafka.errors import ConfigError, TransactionError
+from sparkafka.errors import ConfigError
 from sparkafka.sink import identity
 from sparkafka.sink.identity import PROVEN_LIBRDKAFKA, check_transaction_protocol, open_transactional_producer
 from sparkafka.sink.options import parse_sink_options
@@ -42,5 +42,5 @@ def test_exactly_once_is_refused_at_the_options_and_in_the_task_not_other_guaran
         parse_sink_options({**base, "deliveryGuarantee": "exactly_once", "transactionalIdPrefix": "p"})
     parse_sink_options({**base, "deliveryGuarantee": "at_least_once"})
     monkeypatch.setattr(identity, "new_producer", lambda _settings: pytest.fail("no producer is made"))
-    with pytest.raises(TransactionError, match=r"librdkafka 2\.17\.0"):
+    with pytest.raises(ConfigError, match=r"librdkafka 2\.17\.0"):
         open_transactional_producer({"bootstrap.servers": "b:9092"}, "p-0")
