@@ -9,6 +9,15 @@ known: a streaming query's from its checkpoint's ``metadata`` file (local checkp
 commit), a batch write's from its job id. The sink runner's instance hands the state its recovery read to
 its one ``commit``, so a batch reads the intent log twice, not three times; a pickled copy (the tasks', or
 the planner's writer a batch write commits on) carries no state and reads again.
+
+A task that meets an error no retry can heal (``errors.is_permanent``: a setting, an ACL, a topic that
+does not exist, a record the broker refuses) does not fail: it returns a commit message carrying the error
+(its transaction, under exactly_once, already aborted as a failing task's is; no handle) and the commit
+raises it before doing anything else, so nothing of the batch is committed and Spark calls ``abort``, which
+aborts the other tasks' transactions. A failing task would be retried ``spark.task.maxFailures`` times,
+each attempt failing the same way and each logged with the worker's traceback; a failing commit is not
+retried, and the query or job fails once with the sentence (measured, PySpark 4.3: no task attempt
+failed). Other errors still fail the task, so that Spark's retry can heal them.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from pathlib import Path
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from sparkafka.errors import ConfigError
+from sparkafka.errors import ConfigError, SparkafkaError, is_permanent
 from sparkafka.metrics_files import add_counts, query_sink_path
 from sparkafka.sink.access import require_sink_access
 from sparkafka.sink.faults import fault_point
@@ -98,10 +107,15 @@ def query_id_from_checkpoint(location: str | None) -> str | None:
 
 @dataclass
 class KafkaCommitMessage(WriterCommitMessage):
-    """What a writer task sends the driver: its result and the query it wrote for (None if unknown)."""
+    """What a writer task sends the driver: its result or its refusal, and the query it wrote for."""
 
-    result: TaskResult
+    result: TaskResult | None
+    """What the task wrote; None when it refused."""
     query_id: str | None
+    """The query the task wrote for (None if unknown)."""
+    refusal: SparkafkaError | None = None
+    """The error that no retry can heal which ended the task (``errors.is_permanent``), for the commit to
+    raise; the task handed over nothing to commit (under exactly_once its transaction was aborted)."""
 
 
 def _task_context() -> tuple[int, str | None]:
@@ -114,9 +128,28 @@ def _task_context() -> tuple[int, str | None]:
 
 
 def _results(messages: Sequence[WriterCommitMessage | None]) -> tuple[str | None, list[TaskResult]]:
+    """The query the messages name (None unless exactly one) and the results of the tasks that wrote
+    (refusals have none)."""
     ours = [m for m in messages if isinstance(m, KafkaCommitMessage)]
     query_ids = {m.query_id for m in ours}
-    return (next(iter(query_ids)) if len(query_ids) == 1 else None), [m.result for m in ours]
+    results = [m.result for m in ours if m.result is not None]
+    return (next(iter(query_ids)) if len(query_ids) == 1 else None), results
+
+
+def _raise_refusal(messages: Sequence[WriterCommitMessage | None]) -> None:
+    """Raise the first task's refusal, if a task refused: the batch must not be committed.
+
+    Runs first in every commit (every guarantee, streaming and batch), before anything is written or ended:
+    Spark then calls ``abort`` with the same messages. Other tasks' refusals with another sentence are
+    logged (one error is raised).
+    """
+    refusals = [m.refusal for m in messages if isinstance(m, KafkaCommitMessage) and m.refusal is not None]
+    if not refusals:
+        return
+    first = refusals[0]
+    for other in sorted({str(r) for r in refusals[1:]} - {str(first)}):
+        log.error("another task of the batch refused as well: %s", other)
+    raise first
 
 
 class _Writer:
@@ -156,16 +189,25 @@ class _Writer:
                 yield batch
                 fault_point("task_mid_write")  # after some rows went into the transaction
 
-        if self._options.delivery == "exactly_once" and task >= self._tids_in_use:
-            claim_transactional_ids(self._options, task + 1)
         query = streaming_query or query_id
-        result = write_task(self._options, self._columns, batches(), task, query or "")
+        try:
+            if self._options.delivery == "exactly_once" and task >= self._tids_in_use:
+                claim_transactional_ids(self._options, task + 1)
+            result = write_task(self._options, self._columns, batches(), task, query or "")
+        except SparkafkaError as e:
+            if not is_permanent(e):
+                raise  # the task fails: Spark's retry may heal it
+            # Not logged above INFO: the commit raises it, and a worker's warnings reach the console.
+            log.info("task %d refused the batch (the commit raises it): %s", task, e)
+            return KafkaCommitMessage(None, query, e)
         return KafkaCommitMessage(result, query)
 
     def _commit(
         self, messages: Sequence[WriterCommitMessage | None], batch_id: int, query_id: str | None = None
     ) -> None:
-        """Commit ``batch_id`` of ``query_id`` (default: the query the messages name)."""
+        """Commit ``batch_id`` of ``query_id`` (default: the query the messages name); first, raise a
+        task's refusal (``_raise_refusal``)."""
+        _raise_refusal(messages)
         named, results = _results(messages)
         query_id = query_id or named
         if self._options.delivery != "exactly_once":
