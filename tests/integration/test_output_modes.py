@@ -9,6 +9,7 @@ so under update mode a (key, count) pair written twice is a micro-batch written 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -24,6 +25,7 @@ from sparkafka.sink.intents import IntentLog
 from tests.integration.count_driver import count_query
 from tests.integration.test_sink import held_back
 from tests.support.kafka import Kafka, read_committed
+from tests.support.queries import failed_attempts, spark_report
 from tests.support.wait import wait_until
 
 
@@ -217,3 +219,36 @@ def test_pipeline_output_mode_update_counts_exactly_once_and_append_says_why_not
     newest, pairs = newest_per_key(kafka, out)
     assert newest == Counter(values)
     assert [p for p, n in pairs.items() if n > 1] == []
+
+
+def test_update_mode_fails_a_refused_batch_once_from_its_commit_with_nothing_visible(
+    spark: Any, kafka: Kafka, bootstrap: str, checkpoint: str
+) -> None:
+    """A task of an update-mode batch meets a topic that does not exist: the batch writer's commit raises it
+    (no task attempt fails), the other task's transaction is aborted, and the foreachBatch query fails."""
+    source, out = kafka.topic(partitions=2), kafka.topic(partitions=2)
+    missing = f"missing-{uuid.uuid4().hex[:12]}"
+    kafka.produce(source, ["c0", "c1", "c2", "c3"], partitions=2)  # one micro-batch (4 records)
+    prefix = f"updref-{uuid.uuid4().hex[:6]}"
+    counts = count_query(spark, bootstrap, source).selectExpr(
+        "key", "value", f"IF(key = 'c1', '{missing}', '{out}') AS topic"
+    )
+    query = (
+        counts.writeStream.format("sparkafka")
+        .outputMode("update")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("checkpointLocation", checkpoint)
+        .options(**exactly_once_with(prefix))
+        .trigger(availableNow=True)
+        .start()
+    )
+    sentence = f"topic {missing!r} does not exist (the sink does not create topics)"
+    with pytest.raises(Exception, match=re.escape(sentence)) as caught:
+        query.awaitTermination(300)
+    report = spark_report(caught.value)
+    assert report.count("sparkafka.errors.") == 1, report  # once, raised by the batch writer's commit
+    assert "in _commit\n" in report, report
+    assert failed_attempts(spark, str(query.runId)) == 0
+    assert kafka.committed_values(out) == Counter()
+    assert held_back(kafka, out, 2) == 0
+    assert kafka.open_transactions(prefix, 2) == []

@@ -241,6 +241,18 @@ class Kafka:
         assert described is not None, note
         return {t.transactional_id: t.state for t in described}
 
+    def open_transactions(self, prefix: str, tasks: int) -> list[str]:
+        """The ids ``<prefix>-0`` .. ``<prefix>-(tasks-1)`` whose transaction the coordinator holds open
+        (DescribeTransactions: ``Ongoing``); each id must be known to it."""
+        from sparkafka.sink.task import transactional_id
+        from sparkafka.sink.txn_tool import describe_transactions
+
+        ids = [transactional_id(prefix, task) for task in range(tasks)]
+        described, note = describe_transactions(self.conf, ids)
+        assert described is not None, note
+        assert {t.transactional_id for t in described} == set(ids)
+        return [t.transactional_id for t in described if t.state == "Ongoing"]
+
     def read_committed(self, topic: str) -> list[bytes | None]:
         """``read_committed``: what a plain read_committed consumer reads in ``topic``, all partitions."""
         return [v for values in read_committed(self.conf, topic).values() for v in values]

@@ -1,4 +1,5 @@
-"""Streaming queries in tests: a sparkafka source, runs into parquet or memory, and what they wrote."""
+"""Streaming queries in tests: a sparkafka source, runs into parquet or memory, and what they wrote; how a
+failed query or job failed."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ from typing import Any
 from sparkafka.source.planning import offsets_from_json
 from tests.support.kafka import Offsets
 
-__all__ = ["checkpoint_batches", "memory_query", "memory_values", "read_values", "run_to_parquet", "source"]
+__all__ = [
+    "checkpoint_batches",
+    "failed_attempts",
+    "memory_query",
+    "memory_values",
+    "read_values",
+    "run_to_parquet",
+    "source",
+    "spark_report",
+]
 
 
 def source(spark: Any, bootstrap: str, **options: Any) -> Any:
@@ -62,3 +72,23 @@ def checkpoint_batches(checkpoint: str) -> tuple[dict[int, Offsets], set[int]]:
         ends[int(f.name)] = offsets_from_json(json.loads(f.read_text().splitlines()[2]))
     commits = {int(f.name) for f in (Path(checkpoint) / "commits").glob("[0-9]*")}
     return ends, commits
+
+
+def failed_attempts(spark: Any, group: str) -> int:
+    """Task attempts that failed in the jobs of job group ``group`` (a streaming query's: its run id), as
+    Spark's status tracker counts them."""
+    tracker = spark.sparkContext.statusTracker()
+    failed = 0
+    for job in tracker.getJobIdsForGroup(group):
+        info = tracker.getJobInfo(job)
+        for stage in info.stageIds if info is not None else ():
+            stage_info = tracker.getStageInfo(stage)
+            failed += stage_info.numFailedTasks if stage_info is not None else 0
+    return failed
+
+
+def spark_report(error: BaseException) -> str:
+    """Spark's own message of a failure (its JVM exception's), whatever ``sparkafka.register`` makes of the
+    text the user reads (``sparkafka.spark_errors``)."""
+    origin = getattr(error, "_origin", None)
+    return str(origin.getMessage()) if origin is not None else str(error)
