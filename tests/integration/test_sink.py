@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import sparkafka
+from sparkafka.errors import ConfigError
 from sparkafka.kafka import partition_for_key
 from sparkafka.local.procs import GroupProcess
 from sparkafka.ops.committed_view import committed_view, read_raw_batches
@@ -386,17 +387,18 @@ def test_bad_input_schema_fails_at_start_naming_the_column(
     spark: Any, bootstrap: str, tmp_path: Path
 ) -> None:
     df = spark.readStream.format("rate").load()  # columns timestamp, value (bigint)
-    query = (
+    writer = (
         df.writeStream.format("sparkafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", "never-written")
         .option("checkpointLocation", str(tmp_path / "ck"))
-        .start()
     )
+    active = {q.id for q in spark.streams.active}
     with pytest.raises(
-        Exception, match="column value of the sparkafka sink's input must be binary or string"
+        ConfigError, match="column value of the sparkafka sink's input must be binary or string"
     ):
-        query.awaitTermination(120)
+        writer.start()  # raised by start() itself
+    assert {q.id for q in spark.streams.active} == active  # no query was made
 
 
 def test_record_larger_than_allowed_fails_the_write_with_no_partial_output(
