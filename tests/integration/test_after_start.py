@@ -49,6 +49,15 @@ class Seen:
 JOB = Path(__file__).with_name("after_start_job.py")
 
 
+def as_shown(line: str) -> str:
+    """A line as a terminal shows it: each carriage return starts over at the line's first column (Spark's
+    console progress bar draws itself so, and clears itself with spaces before the next log line)."""
+    shown: list[str] = []
+    for part in line.split("\r"):
+        shown[: len(part)] = part
+    return "".join(shown).rstrip()
+
+
 def run_cases(
     cases: list[dict[str, Any]],
     folder: Path,
@@ -85,7 +94,8 @@ def run_cases(
     assert "@@NO FAILURE" not in result.stderr, result.stderr[-4000:]
     seen: dict[str, Seen] = {}
     current: list[str] | None = None
-    for line in (result.stdout + result.stderr).splitlines():
+    for raw in (result.stdout + result.stderr).split("\n"):
+        line = as_shown(raw)
         if line.startswith("@@START "):
             current = seen.setdefault(line.removeprefix("@@START "), Seen([])).lines
         elif line.startswith("@@END "):
