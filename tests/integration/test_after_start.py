@@ -84,17 +84,17 @@ def run_cases(
         [python, str(JOB), str(path)],
         env=env,
         cwd=folder,
-        capture_output=True,
-        text=True,
+        capture_output=True,  # bytes: text mode would make each carriage return a line of its own
         timeout=900,
         check=False,
         start_new_session=True,
     )
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert "@@NO FAILURE" not in result.stderr, result.stderr[-4000:]
+    out, err = (b.decode(errors="replace") for b in (result.stdout, result.stderr))
+    assert result.returncode == 0, err[-4000:]
+    assert "@@NO FAILURE" not in err, err[-4000:]
     seen: dict[str, Seen] = {}
     current: list[str] | None = None
-    for raw in (result.stdout + result.stderr).split("\n"):
+    for raw in (out + err).split("\n"):
         line = as_shown(raw)
         if line.startswith("@@START "):
             current = seen.setdefault(line.removeprefix("@@START "), Seen([])).lines
@@ -102,7 +102,7 @@ def run_cases(
             current = None
         elif current is not None:
             current.append(line)
-    assert set(seen) == {c["name"] for c in cases}, result.stderr[-4000:]
+    assert set(seen) == {c["name"] for c in cases}, err[-4000:]
     return seen
 
 
