@@ -13,7 +13,7 @@ makes to run a job or wait for a query see that exception first:
   terminated with exception: sparkafka.errors.<Class>: <sentence>``, one line, raised with the caller's
   frames only (PySpark's and py4j's say nothing more); Spark's whole report (the worker's traceback, the
   query's plan) stays in the exception's ``spark_report`` attribute. With ``sparkafka.spark_logs`` keeping
-  Spark's log of it out, that is all the user sees: measured, 7 to 10 lines after ``start()``, the
+  Spark's log of it out, that is all the user sees: measured, 7 to 12 lines after ``start()``, the
   sentence once (97 to 103 lines, three times, before).
 - any other failure (a batch job's) gets one more line at the end of its message, the last sentence
   sparkafka put in it, as ``sparkafka.errors.<Class>: <sentence>``.
