@@ -32,6 +32,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from sparkafka.spark_logs import awaited
+
 __all__ = ["data_loss_condition", "install", "last_sentence", "with_sentence_last"]
 
 _SENTENCE = re.compile(r"sparkafka\.errors\.(\w+): (.+)")
@@ -130,10 +132,16 @@ def _ends_with(text: str, sentence: str) -> bool:
 
 
 def _surfacing(method: Callable[..., Any]) -> Callable[..., Any]:
+    awaits = _AWAITS.get(method.__name__)
+
     @functools.wraps(method)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            result = method(*args, **kwargs)
+            if awaits is None:
+                result = method(*args, **kwargs)
+            else:
+                with awaited(functools.partial(awaits, args[0])):
+                    result = method(*args, **kwargs)
         except Exception as e:
             if getattr(with_sentence_last(e), _MARK, None) == _SHORT:
                 # PySpark's and py4j's frames say nothing the sentence does not: the user's line, then it
@@ -146,6 +154,13 @@ def _surfacing(method: Callable[..., Any]) -> Callable[..., Any]:
     wrapper._sparkafka_wrapped = True  # type: ignore[attr-defined]
     return wrapper
 
+
+_AWAITS: dict[str, Callable[[Any], str]] = {
+    "awaitTermination": lambda query: str(query.id),
+    "processAllAvailable": lambda query: str(query.id),
+    "awaitAnyTermination": lambda manager: "*",
+}
+"""The calls that wait for a query and raise its failure, and which query's (``spark_logs.awaited``)."""
 
 _ENTRY_POINTS = {
     "pyspark.sql.readwriter:DataFrameWriter": ("save", "saveAsTable", "insertInto"),
@@ -160,6 +175,7 @@ _ENTRY_POINTS = {
         "foreachPartition",
     ),
     "pyspark.sql.streaming.query:StreamingQuery": ("awaitTermination", "processAllAvailable", "exception"),
+    "pyspark.sql.streaming.query:StreamingQueryManager": ("awaitAnyTermination",),
 }
 """The calls that run a job or wait for a query, by class: where a task's failure reaches the user."""
 

@@ -6,10 +6,14 @@ with the whole exception (the Python worker's report and 35-70 lines of JVM stac
 exception reaches the user from ``awaitTermination`` (measured: a missing topic was 97 lines after
 ``start()``, sparkafka's sentence three times). The exception is the report a user acts on, and
 ``sparkafka.spark_errors`` makes it the sentence; so a filter on the driver's root logger drops, at ERROR
-and above, each event whose message or exception (and its causes) names ``sparkafka.errors.``: the
-query's end, and in local mode the task's ``Exception in task``. Nothing else is dropped: failures without
-a sparkafka sentence (bugs, Spark's own) and every WARN (``Lost task``, which on a cluster is the only
-trace of a task failure a retry healed) are logged as before. It also drops the one WARN ``register`` itself
+and above, each event whose message or exception (and its causes) names ``sparkafka.errors.``, while a
+call that will raise it waits (``awaited``: ``awaitTermination`` and ``processAllAvailable`` for their
+query, ``awaitAnyTermination`` for all): the query's end, and in local mode the task's ``Exception in
+task``. A query nobody awaits (a notebook that looks at ``query.exception()`` or ``status``; a service
+whose log is its record) keeps Spark's whole report. Nothing else is dropped: failures without a
+sparkafka sentence (bugs, Spark's own) and every WARN (``Lost task``, which on a cluster is the only
+trace of a task failure a retry healed) are logged as before. A failure logged before the call that
+awaits it began (a query failing within its first moments, awaited later) is logged as Spark logs it. It also drops the one WARN ``register`` itself
 causes (``The data source sparkafka replaced a statically registered data source``, printed again for each
 query's session).
 
@@ -22,10 +26,12 @@ log4j2.properties) drops the filter; Spark's ``setLogLevel`` keeps it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["FILTER_CLASS", "quiet_sentence_failures"]
+__all__ = ["FILTER_CLASS", "awaited", "quiet_sentence_failures"]
 
 log = logging.getLogger(__name__)
 
@@ -34,19 +40,37 @@ FILTER_CLASS = "SparkafkaSentenceFilter"
 _L = "org.apache.logging.log4j"
 FILTER_SOURCE = f"""
 public class {FILTER_CLASS} extends {_L}.core.filter.AbstractFilter {{
+  private final java.util.HashMap awaited = new java.util.HashMap();
+
+  public synchronized void awaiting(String query, boolean on) {{
+    Integer count = (Integer) awaited.get(query);
+    int now = (count == null ? 0 : count.intValue()) + (on ? 1 : -1);
+    if (now <= 0) awaited.remove(query); else awaited.put(query, Integer.valueOf(now));
+  }}
+
+  private synchronized boolean isAwaited(String message) {{
+    if (awaited.containsKey("*")) return true;
+    int at = message == null ? -1 : message.indexOf("[id = ");
+    if (at < 0 || message.indexOf("terminated with error") < 0) return !awaited.isEmpty();
+    int end = message.indexOf(",", at);
+    return awaited.containsKey(message.substring(at + 6, end < 0 ? message.length() : end));
+  }}
+
   private static boolean ours(String text) {{
     return text != null && text.indexOf("sparkafka.errors.") >= 0;
   }}
+
   public {_L}.core.Filter.Result filter({_L}.core.LogEvent event) {{
     {_L}.Level level = event.getLevel();
     String message = event.getMessage() == null ? null : event.getMessage().getFormattedMessage();
     if (level.isMoreSpecificThan({_L}.Level.ERROR)) {{
-      if (ours(message)) return {_L}.core.Filter.Result.DENY;
+      boolean carries = ours(message);
       Throwable thrown = event.getThrown();
-      for (int i = 0; thrown != null && i < 16; i++) {{
-        if (ours(thrown.getMessage())) return {_L}.core.Filter.Result.DENY;
+      for (int i = 0; !carries && thrown != null && i < 16; i++) {{
+        carries = ours(thrown.getMessage());
         thrown = thrown.getCause();
       }}
+      if (carries && isAwaited(message)) return {_L}.core.Filter.Result.DENY;
     }} else if (level == {_L}.Level.WARN && message != null
         && message.startsWith("The data source sparkafka replaced a statically registered data source")) {{
       return {_L}.core.Filter.Result.DENY;
@@ -59,23 +83,59 @@ public class {FILTER_CLASS} extends {_L}.core.filter.AbstractFilter {{
 
 def quiet_sentence_failures(spark: Any) -> bool:
     """Add the filter (see the module) to the driver JVM's root logger, unless it has it; whether it has."""
+    global _filter  # noqa: PLW0603 - one filter per driver JVM, which lives as long as this process
     try:
         jvm = spark.sparkContext._jvm
         context = jvm.org.apache.logging.log4j.LogManager.getContext(False)
         root = context.getConfiguration().getRootLogger()
-        if _has_filter(root):
-            return True
-        root.addFilter(_new_filter(spark))
-        context.updateLoggers()
+        found = _find(root)
+        if found is None:
+            found = _new_filter(spark)
+            root.addFilter(found)
+            context.updateLoggers()
+        _filter = found
     except Exception as e:  # noqa: BLE001 - Spark's log stays as it is: nothing else depends on this
         log.debug("Spark's log keeps its report of failures sparkafka explains: %s", e)
         return False
     return True
 
 
-def _has_filter(logger_config: Any) -> bool:
-    found = logger_config.getFilter()
-    return found is not None and FILTER_CLASS in str(found.toString())
+_filter: Any = None
+"""The driver JVM's filter (a py4j proxy), once ``quiet_sentence_failures`` added or found it."""
+
+
+@contextlib.contextmanager
+def awaited(query: Callable[[], str]) -> Iterator[None]:
+    """While the block runs, a failure of the query whose id ``query()`` gives (``*``: of any query) is
+    awaited by a call that will raise it (``sparkafka.spark_errors``): Spark's ERROR report of it, if it
+    carries a sparkafka sentence, is left out of the log. Does nothing where the filter is not installed."""
+    current = _filter
+    if current is None:
+        yield
+        return
+    try:
+        query_id = query()
+        current.awaiting(query_id, True)
+    except Exception as e:  # noqa: BLE001 - the JVM is gone or the filter with it: Spark's log stays whole
+        log.debug("not told the log filter that a query is awaited: %s", e)
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            current.awaiting(query_id, False)
+
+
+def _find(root: Any) -> Any:
+    """The filter on the root logger's configuration (alone or in a composite filter), or None."""
+    found = root.getFilter()
+    if found is None:
+        return None
+    candidates = (
+        list(found.getFiltersArray()) if "CompositeFilter" in str(found.getClass().getName()) else [found]
+    )
+    return next((f for f in candidates if str(f.getClass().getName()) == FILTER_CLASS), None)
 
 
 def _new_filter(spark: Any) -> Any:

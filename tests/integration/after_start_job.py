@@ -6,7 +6,8 @@ sparkafka and PySpark)
 CASES_JSON is a file holding a list of cases, each ``{"name", "source", "sink", "checkpoint"}``: ``source``
 is ``{"options": {...}}`` for ``readStream.format("sparkafka")``, or null for Spark's rate source (one string
 column ``value``, and a ``topic`` column if the case gives ``"topic_column"``); ``sink`` is
-``{"options": {...}}`` for ``writeStream.format("sparkafka")``, or null for ``format("noop")``. The script
+``{"options": {...}}`` for ``writeStream.format("sparkafka")``, or null for ``format("noop")``;
+``"unawaited": true`` looks at ``query.isActive`` until the query ends instead of awaiting it. The script
 runs on ``local[2]`` (``SPARKAFKA_TEST_MASTER`` another master), calls ``sparkafka.register``
 (``SPARKAFKA_TEST_REGISTER=0``: it does not), then for each case prints ``@@START <name>`` to stderr before
 the query is made (``load()`` onwards), starts it, waits for it, and lets a failure print as an uncaught
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -43,9 +45,17 @@ def run(spark: Any, case: dict[str, Any]) -> None:
         writer = df.writeStream.format("sparkafka").options(**case["sink"]["options"])
     writer = writer.option("checkpointLocation", case["checkpoint"])
     query = writer.start()
-    if not query.awaitTermination(120):
-        print("@@NO FAILURE", file=sys.stderr, flush=True)
-        query.stop()
+    if case.get("unawaited"):  # a notebook's way: nobody waits; the query's state is looked at
+        deadline = time.monotonic() + 120
+        while query.isActive and time.monotonic() < deadline:
+            time.sleep(0.1)
+        failure = query.exception()
+        if failure is not None:
+            raise failure
+    elif query.awaitTermination(120):
+        return
+    print("@@NO FAILURE", file=sys.stderr, flush=True)
+    query.stop()
 
 
 def main(path: str) -> None:

@@ -188,3 +188,27 @@ def test_each_mistake_after_start_is_one_sentence_once(
     cases = mistakes(bootstrap, new_topic(partitions=2), new_topic(partitions=2), tmp_path)
     seen = run_cases([c for c, _ in cases.values()], tmp_path)
     check_each(seen, {name: says for name, (_, says) in cases.items()})
+
+
+def test_a_query_nobody_awaits_keeps_spark_s_report_in_the_log(
+    bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Spark's log of a failure is left out only while a call that raises it waits (awaitTermination,
+    processAllAvailable, awaitAnyTermination): a query a notebook only looks at keeps its ERROR report,
+    the log being the one place it is said."""
+    cases = mistakes(bootstrap, new_topic(partitions=2), new_topic(partitions=2), tmp_path)
+    awaited, says = cases["topic column names a missing topic"]
+    sink = {**awaited["sink"]["options"], "transactionalIdPrefix": f"eos-{uuid.uuid4().hex[:8]}"}
+    unawaited = {
+        **awaited,
+        "name": "unawaited",
+        "sink": {"options": sink},
+        "checkpoint": str(tmp_path / "ck-unawaited"),
+        "unawaited": True,
+    }
+    seen = run_cases([awaited, unawaited], tmp_path)
+    assert not any("terminated with error" in line for line in seen[awaited["name"]].lines)
+    logged = [line for line in seen["unawaited"].lines if "terminated with error" in line]
+    assert len(logged) == 1, str(seen["unawaited"])
+    assert seen["unawaited"].sentences >= 2  # Spark's report, then the exception's one line
+    assert seen["unawaited"].to_sentence(says) is not None
