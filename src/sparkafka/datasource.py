@@ -7,12 +7,10 @@ writer is made, reported without a traceback (``sentence_errors``), and the firs
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import sys
-from collections.abc import Callable
-from typing import Any, ClassVar, ParamSpec, TypeVar
+from typing import Any, ClassVar
 
 from pyspark.errors import AnalysisException
 from pyspark.sql.datasource import (
@@ -27,54 +25,18 @@ from pyspark.sql.types import StructType
 from sparkafka.client.contact import first_contact
 from sparkafka.driver_facts import adopt, facts_of, split_facts
 from sparkafka.driver_facts import install as install_driver_facts
-from sparkafka.errors import ConfigError, SparkafkaError
+from sparkafka.errors import ConfigError
 from sparkafka.source.options import parse_source_options
-from sparkafka.spark_lines import in_python_worker
+from sparkafka.spark_lines import sentence_errors
 
 __all__ = [
     "KafkaDataSource",
     "register",
-    "sentence_errors",
     "shipped_archive",
     "source_schema",
 ]
 
 log = logging.getLogger(__name__)
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-HIDE_TRACEBACK_ENV = "SPARK_HIDE_TRACEBACK"
-"""PySpark's worker prints only ``Type: message`` of a failure, no traceback, when this is set at the time
-it reports it (``pyspark.util.handle_worker_exception``); the JVM sets it for every worker when
-``spark.sql.execution.pyspark.udf.hideTraceback.enabled`` is on."""
-
-
-def sentence_errors(method: Callable[P, R]) -> Callable[P, R]:
-    """Wrap a Spark-facing method so that a ``SparkafkaError`` it raises reaches the user as its sentence.
-
-    Spark wraps a data source's failure as ``[PYTHON_DATA_SOURCE_ERROR] Failed to ...: <the worker's
-    report>`` and PySpark's worker reports the whole traceback: the user's exception ran 11 to 26 lines,
-    sparkafka's sentence second to last (measured: a bad startingOffsets, 11 lines; a kafka.* typo, 26).
-    Our errors are sentences that name the option and the fix, so for them, and only for them, the
-    worker is told to report ``sparkafka.errors.ConfigError: <sentence>`` alone, on the message's first
-    line (2 lines in all; the second is Spark's `` SQLSTATE: 38000``). Other exceptions (bugs) keep their
-    traceback. Only inside a Spark Python worker (``spark_lines.in_python_worker``), which exits after
-    reporting a failure (``worker_run``, the streaming source runner, ``worker.main`` all ``sys.exit``, on
-    every line), so the setting dies with the failure it was made for; elsewhere (tests, a driver) nothing
-    is changed.
-    """
-
-    @functools.wraps(method)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(*args, **kwargs)
-        except SparkafkaError:
-            if in_python_worker():
-                os.environ[HIDE_TRACEBACK_ENV] = "1"
-            raise
-
-    return wrapper
 
 
 def source_schema(include_headers: bool) -> StructType:

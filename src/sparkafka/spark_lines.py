@@ -3,6 +3,10 @@ PySpark offers, never by its version string.
 
 Imported by the Spark-facing modules in every process that uses them (the driver, Spark's planner and
 source/sink runner processes, the Python workers); nothing else in sparkafka asks which PySpark it runs on.
+It also says how a failure in one of Spark's Python processes reaches the user (``in_python_worker``,
+``sentence_errors``), for the data source (``sparkafka.datasource``) and the source's stream reader alike,
+which run in those processes and sit on different layers.
+
 Read from each line's released sources (``pyspark/sql/datasource.py``, the streaming source runner, the
 workers) and run on each line by CI's matrix:
 
@@ -41,20 +45,23 @@ Where a line lacks one, sparkafka keeps the semantics another way:
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import pyspark
 from pyspark.sql import datasource as _datasource
 from pyspark.sql import functions as _functions
 
-from sparkafka.errors import ConfigError
+from sparkafka.errors import ConfigError, SparkafkaError
 
 __all__ = [
     "ADMISSION_CONTROL",
     "ARROW_STREAM_WRITER",
     "ARROW_UDF",
+    "HIDE_TRACEBACK_ENV",
     "PYSPARK_VERSION",
     "ReadAllAvailable",
     "ReadLimit",
@@ -65,8 +72,12 @@ __all__ = [
     "from_arrow_type",
     "in_python_worker",
     "require_arrow_udf",
+    "sentence_errors",
     "to_arrow_type",
 ]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 PYSPARK_VERSION: str = pyspark.__version__
 """For what is printed (``sparkafka doctor``, ``--version``); never compared to decide anything."""
@@ -143,6 +154,39 @@ def in_python_worker() -> bool:
     if os.environ.get("SPARK_PYTHON_RUNTIME") == "PYTHON_WORKER":
         return True
     return any(name in os.environ for name in _WORKER_VARIABLES)
+
+
+HIDE_TRACEBACK_ENV = "SPARK_HIDE_TRACEBACK"
+"""PySpark's worker prints only ``Type: message`` of a failure, no traceback, when this is set at the time
+it reports it (``pyspark.util.handle_worker_exception``); the JVM sets it for every worker when
+``spark.sql.execution.pyspark.udf.hideTraceback.enabled`` is on."""
+
+
+def sentence_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """Wrap a Spark-facing method so that a ``SparkafkaError`` it raises reaches the user as its sentence.
+
+    Spark wraps a data source's failure as ``[PYTHON_DATA_SOURCE_ERROR] Failed to ...: <the worker's
+    report>`` and PySpark's worker reports the whole traceback: the user's exception ran 11 to 26 lines,
+    sparkafka's sentence second to last (measured: a bad startingOffsets, 11 lines; a kafka.* typo, 26).
+    Our errors are sentences that name the option and the fix, so for them, and only for them, the
+    worker is told to report ``sparkafka.errors.ConfigError: <sentence>`` alone, on the message's first
+    line (2 lines in all; the second is Spark's `` SQLSTATE: 38000``). Other exceptions (bugs) keep their
+    traceback. Only inside a Spark Python worker (``in_python_worker``), which exits after
+    reporting a failure (``worker_run``, the streaming source runner, ``worker.main`` all ``sys.exit``, on
+    every line), so the setting dies with the failure it was made for; elsewhere (tests, a driver) nothing
+    is changed.
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except SparkafkaError:
+            if in_python_worker():
+                os.environ[HIDE_TRACEBACK_ENV] = "1"
+            raise
+
+    return wrapper
 
 
 def to_arrow_type(spark_type: Any) -> Any:

@@ -22,13 +22,13 @@ from sparkafka.client import core as clients
 from sparkafka.client import log as librdkafka_log
 from sparkafka.client.conf import check_librdkafka_settings, close_librdkafka_property
 from sparkafka.client.contact import first_contact
-from sparkafka.datasource import HIDE_TRACEBACK_ENV, sentence_errors
 from sparkafka.errors import BrokerError, ConfigError
 from sparkafka.pipeline.config import load_pipeline
 from sparkafka.pipeline.preflight import check_prefix_owner
 from sparkafka.sink.intents import IntentRecord, LogState
 from sparkafka.sink.options import parse_sink_options
 from sparkafka.source.options import parse_source_options
+from sparkafka.spark_lines import HIDE_TRACEBACK_ENV, sentence_errors
 
 BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
