@@ -43,14 +43,21 @@ def _fails(error: BaseException) -> None:
 
 def _worker_report(error: BaseException) -> str:
     """What PySpark's worker sends the JVM for ``error`` raised through ``sentence_errors`` (Spark 4.3)."""
+    return _report_of(lambda: _fails(error))
+
+
+def _report_of(call: Any) -> str:
+    """What PySpark's worker (and its streaming source runner) sends the JVM when ``call`` fails."""
     from pyspark.serializers import read_int
     from pyspark.util import handle_worker_exception
 
     out = io.BytesIO()
     try:
-        _fails(error)
+        call()
     except BaseException as e:  # noqa: BLE001 - the worker's own catch-all, reproduced
         handle_worker_exception(e, out)
+    else:
+        raise AssertionError("the call did not fail")
     out.seek(0)
     read_int(out)  # PYTHON_EXCEPTION_THROWN
     return out.read()[4:].decode()
@@ -93,6 +100,57 @@ def test_outside_a_spark_worker_nothing_is_changed(monkeypatch: pytest.MonkeyPat
     with pytest.raises(ConfigError):
         _fails(ConfigError("x"))
     assert HIDE_TRACEBACK_ENV not in os.environ
+
+
+def test_every_method_spark_calls_on_the_stream_reader_reports_the_sentence_alone() -> None:
+    """The methods Spark's streaming source runner calls (one process per query, on the driver) and the
+    batch reader's ``partitions`` (the planner): each through ``sentence_errors``. ``read`` is not: it runs
+    in tasks and returns an iterator, whose failures come after it returned (``spark_errors`` words them)."""
+    from pyspark.sql.datasource import DataSourceStreamReader
+
+    from sparkafka.source.reader import KafkaBatchReader, KafkaStreamReader
+
+    called = [n for n, f in vars(DataSourceStreamReader).items() if callable(f) and not n.startswith("_")]
+    assert {"initialOffset", "latestOffset", "partitions", "commit", "stop"} <= set(called)
+    spark_calls = [*called, "prepareForTriggerAvailableNow"]
+    bare = [
+        n for n in spark_calls if n != "read" and not hasattr(getattr(KafkaStreamReader, n), "__wrapped__")
+    ]
+    assert bare == []
+    assert hasattr(KafkaBatchReader.partitions, "__wrapped__")
+
+
+def test_the_wrapped_latest_offset_keeps_its_signature_for_admission_control() -> None:
+    """PySpark 4.2's runner offers read limits to a ``latestOffset`` that takes parameters (by
+    ``inspect.signature``, which follows ``functools.wraps``)."""
+    import inspect
+
+    from sparkafka.source.reader import KafkaStreamReader
+
+    reader = KafkaStreamReader(parse_source_options({**BOOT, "subscribe": "t"}))
+    assert list(inspect.signature(reader.latestOffset).parameters) == ["start", "limit"]
+
+
+@pytest.mark.usefixtures("in_worker")
+def test_a_stream_readers_sentence_reaches_the_runners_report_alone() -> None:
+    """A query given ``.schema(...)`` (``load()`` asks nothing then) on a topic that does not exist: the
+    first discovery, in ``initialOffset``, refuses it, and the source runner reports the sentence alone."""
+    from sparkafka.source.planning import Discovery
+    from sparkafka.source.reader import KafkaStreamReader
+
+    class Empty:
+        def discover(self, subscription: Any, *, topic_ids: bool = True) -> Discovery:
+            return Discovery(set(), {})
+
+        def require_source_access(self, options: Any, found: Any) -> None:
+            pass
+
+    reader = KafkaStreamReader(parse_source_options({**BOOT, "subscribe": "t"}))
+    reader._planner._metadata = Empty()  # type: ignore[assignment]
+    assert _report_of(reader.initialOffset) == (
+        "sparkafka.errors.ConfigError: Unable to retrieve any partitions for topic(s) t (subscribe=t): they "
+        "do not exist. Create them first, or check the names\n"
+    )
 
 
 # -- 2. a wrong address fails fast; librdkafka's lines are routed and rate-limited ----------------------

@@ -3,6 +3,12 @@
 Process model (measured, PySpark 4.3): the streaming reader lives in Spark's Python source runner, one
 long-lived process per query, so state kept between ``latestOffset`` calls survives; ``read`` runs in
 worker processes on a separately pickled copy, so nothing set after construction is visible there.
+
+Errors: every method Spark calls in its own Python processes on the driver side (the stream reader's, in
+the source runner; the batch reader's ``partitions``, in the planner) goes through
+``spark_lines.sentence_errors``, so a ``SparkafkaError`` reaches the user as its sentence, without the Python
+traceback. ``read`` does not: it runs in tasks and returns an iterator, which fails after it returned
+(``sparkafka.spark_errors`` words that).
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from sparkafka.spark_lines import (
     ReadLimit,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
+    sentence_errors,
 )
 from sparkafka.structs import TopicPartition
 
@@ -285,6 +292,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert self._known is not None
         return self._known
 
+    @sentence_errors
     def initialOffset(self) -> dict[str, Any]:
         found = self._partitions_now()
         start = resolve_startup(
@@ -294,15 +302,18 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_end = self._last_end or initial
         return initial
 
+    @sentence_errors
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self._options.max_records_per_trigger
         return ReadMaxRows(limit) if limit else ReadAllAvailable()
 
+    @sentence_errors
     def prepareForTriggerAvailableNow(self) -> None:
         tps = self._partitions_now().partitions
         self._target = self._planner.metadata.latest(tps)
         log.info("Trigger.AvailableNow: reading up to %s", offsets_to_json(self._target))
 
+    @sentence_errors
     def latestOffset(
         self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None
     ) -> dict[str, Any]:
@@ -405,9 +416,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             write_source_metrics(path, self._metrics)
         return capped
 
+    @sentence_errors
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return offsets_to_json(self._reported, self._reported_ids) if self._reported is not None else None
 
+    @sentence_errors
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         # PySpark 4.0/4.1 tell a restarted reader where the query stands this way (partitions(last, last)),
         # and replay an uncommitted batch: the start of the next latestOffset() when Spark gives none.
@@ -419,12 +432,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return self._planner.read(partition)
 
+    @sentence_errors
     def commit(self, end: dict[str, Any]) -> None:
         """Called one batch late (when the next batch is planned); ``latestOffset`` saw these already."""
         if self._committer is not None:
             with shutdown.guard.critical():
                 self._committer.completed(offsets_from_json(end), topic_ids_from_json(end))
 
+    @sentence_errors
     def stop(self) -> None:
         if self._committer is not None:
             self._committer.close()
@@ -472,6 +487,7 @@ class KafkaBatchReader(DataSourceReader):
         # A task's own end lookup is right only where ListOffsets(latest) is (broker_gaps).
         self._late = (earliest, at_latest if metadata.latest_is_exact() else set())
 
+    @sentence_errors
     def partitions(self) -> Sequence[InputPartition]:
         return self._planner.plan(
             self._start, self._end, self._late, recorded=self._planner.task_plan(len(self._end))
