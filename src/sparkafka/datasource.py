@@ -1,8 +1,10 @@
 """The ``sparkafka`` data source: the one class Spark sees; it hands off to the source and sink packages.
 
 First errors are one sentence, first: bad options are ``ConfigError`` at ``load()`` (reads) or when the
-writer is made, reported without a traceback (``sentence_errors``), and the first contact with the brokers
-(``first_contact``) fails within 5 s when none answers, as ``sparkafka run``'s pre-flight does.
+writer is made, reported without a traceback (``sentence_errors``), the first contact with the brokers
+(``first_contact``) fails within 5 s when none answers, as ``sparkafka run``'s pre-flight does, and a read's
+topics that do not exist or that the user may not read fail at ``load()`` too
+(``source.admin.check_source``).
 """
 
 from __future__ import annotations
@@ -75,11 +77,15 @@ class KafkaDataSource(DataSource):
 
     @sentence_errors
     def schema(self) -> StructType:
-        # Spark asks for the schema at load(): validating here reports bad options, and brokers that do not
-        # answer, before a query starts (endingOffsets is checked again, for streams, when the stream reader
-        # is made). Not asked when the user gives a schema; the readers' lookups then report instead.
+        # Spark asks for the schema at load(): validating here reports bad options, brokers that do not
+        # answer, and topics that are missing or refused (check_source), before a query starts
+        # (endingOffsets is checked again, for streams, when the stream reader is made). Not asked when the
+        # user gives a schema; the readers' lookups then report instead.
+        from sparkafka.source.admin import check_source
+
         options = parse_source_options(self._options(), batch=True, quiet=True)
         first_contact(options.kafka, self.options, options.metadata_timeout_ms)
+        check_source(options)
         return source_schema(options.include_headers)
 
     @sentence_errors

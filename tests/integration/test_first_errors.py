@@ -106,6 +106,114 @@ def test_a_kafka_setting_without_its_prefix_gets_the_prefixed_name(spark: Any, b
     assert "Valid options" not in first
 
 
+MISSING = {
+    "subscribe": (
+        lambda t: {"subscribe": t},
+        "Unable to retrieve any partitions for topic(s) {t} (subscribe={t})",
+    ),
+    "assign": (
+        lambda t: {"assign": json.dumps({t: [0]})},
+        "Unable to retrieve any partitions for topic(s) {t} (assign={t}-0)",
+    ),
+    "subscribePattern": (
+        lambda t: {"subscribePattern": f"^{t}"},
+        "Unable to retrieve any partitions with subscribePattern='^{t}': nothing matches",
+    ),
+}
+
+
+@pytest.mark.lines
+@pytest.mark.parametrize(
+    ("stream", "how"),
+    [(False, "subscribe"), (True, "subscribe"), (True, "assign"), (True, "subscribePattern")],
+)
+def test_a_topic_that_does_not_exist_is_the_first_line_at_load(
+    spark: Any, bootstrap: str, stream: bool, how: str
+) -> None:
+    """Issue 50: a stream learnt it only after ``start()``, as a failure of about 95 lines with the
+    sentence three times; now ``load()`` asks the brokers (``source.admin.check_source``)."""
+    topic = f"missing-{uuid.uuid4().hex[:8]}"
+    options, sentence = MISSING[how]
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - PySpark's AnalysisException, checked below
+        _read(spark, bootstrap, stream, **options(topic))
+    lines = _lines(raised.value)
+    assert lines[0].startswith("[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source instance: ")
+    assert f"{SENTENCE}{sentence.format(t=topic)}" in lines[0]
+    assert len(lines) == 2, lines
+
+
+@pytest.mark.lines
+def test_an_ending_map_that_leaves_a_partition_out_is_the_first_line_at_load(
+    spark: Any, bootstrap: str, new_topic: Any
+) -> None:
+    topic = new_topic(partitions=2)
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - PySpark's AnalysisException
+        _read(spark, bootstrap, subscribe=topic, endingOffsets=json.dumps({topic: {"0": 1}}))
+    lines = _lines(raised.value)
+    assert (
+        f"{SENTENCE}option endingOffsets must name exactly the partitions the query reads, as in Spark: it "
+        f"leaves out {topic}-1; give -1 (latest) for a partition to read to its end"
+    ) in lines[0]
+    assert len(lines) == 2, lines
+
+
+def _drain(df: Any, out: Path, checkpoint: Path) -> None:
+    """Run a streaming query into parquet at ``out`` until it has read all there is, then stop it."""
+    writer = df.selectExpr("cast(value as string) as value").writeStream.format("parquet")
+    query = writer.option("path", str(out)).option("checkpointLocation", str(checkpoint)).start()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+
+
+@pytest.mark.lines
+def test_a_starting_map_is_checked_when_a_new_stream_starts_and_a_resumed_one_ignores_it(
+    spark: Any, kafka: Kafka, bootstrap: str, tmp_path: Path, require: Any
+) -> None:
+    """A stream's startingOffsets applies to a query without a checkpoint only (Spark's rule, and
+    docs/reading.md's): ``load()``, which cannot see the checkpoint, lets the map through; a new query
+    refuses a map that leaves out a partition when it starts, its sentence on the failure's first line, and
+    Spark's report (``spark_report``; the exception itself without ``register``) without the Python
+    traceback (the source runner's report, ``sentence_errors``: 13 lines, 23 with it); and a query resumed
+    from its checkpoint with the map it was started with runs on after a partition was added."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewPartitions
+
+    from sparkafka.client.core import admin_client
+
+    require("create_partitions")
+    topic = kafka.topic(partitions=1)
+    kafka.produce(topic, ["a", "b"])
+    start = json.dumps({topic: {"0": 0}})
+    out, checkpoint = tmp_path / "out", tmp_path / "ck"
+    _drain(_read(spark, bootstrap, True, subscribe=topic, startingOffsets=start), out, checkpoint)
+    admin = admin_client(kafka.conf)  # the process's client, kept while its futures resolve
+    for future in admin.create_partitions([NewPartitions(topic, 2)]).values():
+        future.result(30)
+    producer = Producer(kafka.conf)  # a new one: the tests' cached producer has not seen partition 1
+    for partition, value in enumerate((b"c", b"d")):
+        producer.produce(topic, value, partition=partition)
+    assert producer.flush(30) == 0
+    stale = _read(spark, bootstrap, True, subscribe=topic, startingOffsets=start)  # load() lets it through
+    new = stale.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "new")).start()
+    try:
+        with pytest.raises(Exception) as raised:  # noqa: PT011 - StreamingQueryException
+            new.awaitTermination(120)
+    finally:
+        new.stop()
+    sentence = (
+        f"{SENTENCE}option startingOffsets must name exactly the partitions the query reads, as in Spark: it "
+        f"leaves out {topic}-1"
+    )
+    assert sentence in _lines(raised.value)[0]
+    report = str(getattr(raised.value, "spark_report", raised.value))
+    assert sentence in report.splitlines()[0], report
+    assert "Traceback" not in report, report
+    _drain(stale, out, checkpoint)  # resumed: the new partition starts at earliest
+    assert sorted(r["value"] for r in spark.read.parquet(str(out)).collect()) == ["a", "b", "c", "d"]
+
+
 WRONG_ADDRESS = """
 import json, os, sys
 from pyspark.sql import SparkSession

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.errors import AnalysisException
 
 from sparkafka.cli import main
 from sparkafka.cli.acls import Acl as Binding
@@ -78,9 +79,12 @@ class Scene:
         return sorted(acls)
 
     def run(self, spark: Any, checkpoint: Path) -> Any:
-        """Run the query to its end: its failure (raised by ``start()`` or the query's), or None."""
+        """Run the query to its end: its failure (refused by ``load()``, raised by ``start()``, or the
+        query's), or None."""
         try:
             query = self.start(spark, checkpoint)
+        except AnalysisException as e:  # refused by load(): the source's ACLs (source.admin.check_source)
+            return e
         except SparkafkaError as e:  # found by the sink's checks at start()
             return e
         with contextlib.suppress(Exception):  # awaitTermination raises the query's failure: returned below
@@ -195,6 +199,30 @@ def test_each_missing_acl_is_one_sentence_with_nothing_written_or_committed(
     assert set(written.values()) == {0}, "records reached the output topic"
     # The source commits its starting offsets at its first poll; nothing read is committed past them.
     assert set(secured.group_offsets(scene.group, scene.source, 2).values()) <= {0}
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "batch"])
+def test_a_missing_read_on_the_source_topic_is_refused_at_load_in_two_lines(
+    spark: Any, secure_kafka: SecureKafka, secured: Kafka, stream: bool
+) -> None:
+    """Issue 50: the source's ACL check runs at ``load()`` (``source.admin.check_source``), so a stream
+    without READ on its topic is refused before ``start()``, in Spark's 2 lines with the sentence on the
+    first, and a batch read alike. READ on the group is left to the stream's start: a batch read never
+    commits, and ``load()`` cannot tell a stream from a batch (the group is not granted here either)."""
+    scene = Scene(secure_kafka, secured)
+    left_out = {"read the source", "commit to the group"}
+    secure_kafka.grant(scene.user, [acl for what, acl in scene.least_privilege() if what not in left_out])
+    reader = (spark.readStream if stream else spark.read).format("sparkafka").options(**scene.conf)
+    with pytest.raises(Exception) as refused:  # noqa: PT011 - PySpark's AnalysisException, checked below
+        reader.option("subscribe", scene.source).option("kafka.group.id", scene.group).load()
+    lines = str(refused.value).splitlines()
+    assert lines[0].startswith("[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source instance: ")
+    said = f"sparkafka.errors.AuthorizationError: user {scene.user} may not READ topic {scene.source}"
+    grant = f": grant it with sparkafka acls grant --principal User:{scene.user} --operation read --topic "
+    assert said in lines[0], lines[0]
+    assert f"{grant}{scene.source} " in lines[0], lines[0]
+    assert len(lines) == 2, lines
+    assert secure_kafka.passwords[scene.user] not in str(refused.value)
 
 
 def test_a_group_the_user_may_not_read_is_refused_in_one_sentence_by_the_offset_lookup(

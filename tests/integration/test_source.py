@@ -377,12 +377,22 @@ def test_a_stream_reads_each_committed_record_once_past_aborted_transactions(
     assert len([r for r in ranges if r[0] != r[1]]) == 8  # 30 records and 6 markers, 5 offsets a batch
 
 
-def test_missing_topic_and_bad_options_fail_at_start(spark: Any, bootstrap: str, checkpoint: str) -> None:
-    with pytest.raises(Exception, match="Unable to retrieve any partitions for topic"):
-        source(spark, bootstrap, subscribe=f"missing-{uuid.uuid4().hex}").writeStream.format("noop").option(
-            "checkpointLocation", checkpoint
-        ).start().processAllAvailable()
-    # Bad options fail at load(), before any query starts.
+def test_missing_topic_and_bad_options_fail_at_load(spark: Any, bootstrap: str, checkpoint: str) -> None:
+    from sparkafka.datasource import source_schema
+
+    missing = f"missing-{uuid.uuid4().hex}"
+    # A topic that does not exist fails at load(), before any query starts (in 2 lines:
+    # test_first_errors.py). Given a schema, Spark does not ask the data source for one at load(): the
+    # reader's first discovery says the same when the query starts.
+    with pytest.raises(Exception, match=f"Unable to retrieve any partitions for topic\\(s\\) {missing}"):
+        source(spark, bootstrap, subscribe=missing)
+    given = spark.readStream.format("sparkafka").schema(source_schema(False))
+    df = given.option("kafka.bootstrap.servers", bootstrap).option("subscribe", missing).load()
+    with pytest.raises(
+        StreamingQueryException, match=f"Unable to retrieve any partitions for topic.* {missing}"
+    ):
+        df.writeStream.format("noop").option("checkpointLocation", checkpoint).start().processAllAvailable()
+    # Bad options fail at load() too.
     with pytest.raises(Exception, match="assignmentStrategy='random' is not allowed"):
         source(spark, bootstrap, subscribe="x", assignmentStrategy="random")
     with pytest.raises(Exception, match="startingOffsets is not valid JSON"):

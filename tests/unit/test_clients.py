@@ -589,6 +589,26 @@ def test_discovery_takes_ids_in_kafkas_text_form_with_one_request_per_subscripti
     assert (admin.described[-1], admin.metadata_asked) == (["a", "b"], 2)  # a pattern lists topics first
 
 
+def test_a_discovery_without_ids_is_one_request_for_any_subscription() -> None:
+    """``load()``'s check (``source.admin.check_source``) needs the partitions alone: one DescribeTopics for
+    ``subscribe`` and ``assign``, one topic list for a pattern, and no cluster id."""
+    from confluent_kafka import Uuid
+
+    from sparkafka.source.admin import SourceMetadata
+    from sparkafka.source.options import Subscription
+
+    uuid = Uuid(1, 2)
+    admin = DescribingAdmin({"a": 2, "b": 1}, {"a": uuid, "b": uuid})
+    clock = FakeClock()
+    meta = SourceMetadata(CONF, 30, clock=clock, sleep=clock.sleep, admin=admin)
+    assert meta.discover(Subscription(topics=("a", "missing")), topic_ids=False) == ({A0, A1}, {}, None)
+    assert (admin.described, admin.metadata_asked) == ([["a", "missing"]], 0)
+    assigned = Subscription(partitions=(A1, TopicPartition("a", 5), B0))
+    assert meta.discover(assigned, topic_ids=False) == ({A1, B0}, {}, None)
+    assert meta.discover(Subscription(pattern="a|b"), topic_ids=False) == ({A0, A1, B0}, {}, None)
+    assert (len(admin.described), admin.metadata_asked) == (2, 1)  # the pattern's topic list alone
+
+
 def test_a_broker_that_cannot_describe_topics_is_answered_from_its_topic_list_without_ids() -> None:
     class Unsupported(DescribingAdmin):
         def describe_topics(self, collection: Any, **_kwargs: Any) -> dict[str, _Future]:

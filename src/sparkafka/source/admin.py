@@ -1,19 +1,21 @@
 """``KafkaMetadata`` for planning and ``EventTimeLog`` for alignment: the client layer's ``AdminMetadata``
-plus the subscription's partitions and record timestamps by fetching."""
+plus the subscription's partitions and record timestamps by fetching; and what a read checks with the
+brokers before it starts (``discover_initial``, at ``load()``: ``check_source``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from sparkafka.client.metadata import AdminMetadata
 from sparkafka.client.record_times import last_times, scan_times
 from sparkafka.client.security import Access, authenticated
 from sparkafka.source.event_time_log import LAST_LOOK_BACK, Scan
 from sparkafka.source.options import SourceOptions, Subscription
-from sparkafka.source.planning import Discovery
+from sparkafka.source.planning import Discovery, check_ending_map, check_found, subscribed
 from sparkafka.structs import KAFKA_INTERNAL_TOPICS, TimestampedOffset, TopicPartition
 
-__all__ = ["LAST_LOOK_BACK", "SourceMetadata", "source_access"]
+__all__ = ["LAST_LOOK_BACK", "SourceMetadata", "check_source", "discover_initial", "source_access"]
 
 
 def source_access(options: SourceOptions, topics: Iterable[str]) -> list[Access]:
@@ -54,27 +56,26 @@ class SourceMetadata(AdminMetadata):
         if authenticated(self._conf):
             self.require([Access("DESCRIBE", "topic", t) for t in sorted(topics)])
 
-    def discover(self, subscription: Subscription) -> Discovery:
+    def discover(self, subscription: Subscription, *, topic_ids: bool = True) -> Discovery:
         """The partitions that exist now and belong to the subscription, and their topics' ids (those the
         broker has: Kafka 2.8 and later).
 
         One DescribeTopics request for ``subscribe`` and ``assign``; a pattern lists the topics first.
+        ``topic_ids`` False (``load()``'s check, which needs the partitions alone): one request for any
+        subscription (a pattern's topic list gives the partition counts), no ids and no cluster id.
         """
         if subscription.pattern is not None:
-            names = [t for t in self.topics() if subscription.matches(t)]
+            listed = self.topics()
+            if not topic_ids:
+                return Discovery(subscribed(subscription, listed), {})
+            names = [t for t in listed if subscription.matches(t)]
         else:
             names = [tp.topic for tp in subscription.partitions] or list(subscription.topics)
         topics = self.describe_topics(t for t in names if t not in KAFKA_INTERNAL_TOPICS)
-        ids = {t: info.topic_id for t, info in topics.items() if info.topic_id}
+        counts = {t: info.partitions for t, info in topics.items()}
+        ids = {t: info.topic_id for t, info in topics.items() if info.topic_id} if topic_ids else {}
         cluster = self.cluster_id() if ids else None  # asked once; only topic ids need it
-        if subscription.partitions:
-            counts = {t: info.partitions for t, info in topics.items()}
-            return Discovery(
-                {tp for tp in subscription.partitions if tp.partition < counts.get(tp.topic, 0)}, ids, cluster
-            )
-        return Discovery(
-            {TopicPartition(t, p) for t, info in topics.items() for p in range(info.partitions)}, ids, cluster
-        )
+        return Discovery(subscribed(subscription, counts), ids, cluster)
 
     def scan(
         self, ranges: Mapping[TopicPartition, tuple[int, int]], at_least_ms: int | None, max_records: int
@@ -125,3 +126,47 @@ class SourceMetadata(AdminMetadata):
             for tp, (record, _) in scan_times(conf, ranges, None, 1, self._timeout_s).items():
                 out[tp] = record
         return out
+
+
+def discover_initial(
+    metadata: SourceMetadata, options: SourceOptions, *, topic_ids: bool = True
+) -> Discovery:
+    """The partitions a read starts with (``metadata.discover``), once what it needs before it starts is
+    there, each refusal one sentence: the ACLs ``source_access`` names, on a cluster that knows who the
+    client is (``SourceMetadata.require_source_access``), and topics that exist (``planning.check_found``,
+    Flink's behaviour).
+
+    The one path of both checks: at ``load()`` (``check_source``, ``topic_ids`` False) and at
+    the readers' first discovery. The ACLs first: a topic the user may not DESCRIBE is missing from every
+    listing, and the sentence naming the ACL says more than "they do not exist".
+    """
+    found = metadata.discover(options.subscription, topic_ids=topic_ids)
+    metadata.require_source_access(options, found.partitions)
+    check_found(options.subscription, found.partitions)
+    return found
+
+
+def check_source(options: SourceOptions, *, admin: Any = None) -> None:
+    """Refuse at ``load()``, in one sentence each, what no read of these options can run with.
+
+    Runs after the first contact, with one more lookup (the partition counts of the subscription's
+    topics, ``discover_initial``), before a query starts:
+
+    - the topics ``subscribe`` or ``assign`` names exist, and a ``subscribePattern`` matches one
+      (``planning.check_found``);
+    - on a cluster that knows who the client is, READ on those topics
+      (``SourceMetadata.require_source_access``);
+    - an ``endingOffsets`` or ``endingOffsetsByTimestamp`` map names exactly the partitions read
+      (``planning.check_ending_map``).
+
+    The options are parsed as a batch read's (``schema`` cannot tell a stream from a batch), which settles
+    what is left to the readers: READ on the group, which only a stream that commits to it needs
+    (``offsetCommitMode``; a batch read never commits), and a starting JSON map, which a stream that
+    resumes from its checkpoint ignores (a map written before partitions were added must not stop it),
+    are checked when the stream starts, and the starting map when a batch read is planned. The readers
+    check all of it again: a user who gives ``.schema(...)`` is never asked this. ``admin``: the
+    AdminClient (tests pass a fake).
+    """
+    metadata = SourceMetadata(options.kafka, options.metadata_timeout_ms / 1000, admin=admin)
+    found = discover_initial(metadata, options, topic_ids=False)
+    check_ending_map(options, found.partitions)

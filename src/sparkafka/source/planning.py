@@ -32,7 +32,10 @@ __all__ = [
     "TaskPlan",
     "apply_read_limit",
     "bound_when_read",
+    "check_ending_map",
+    "check_found",
     "check_listed",
+    "check_starting_map",
     "delay_batch",
     "ending_offsets",
     "offsets_from_json",
@@ -40,6 +43,7 @@ __all__ = [
     "plan_from_json",
     "resolve_startup",
     "split_ranges",
+    "subscribed",
     "topic_ids_from_json",
 ]
 
@@ -61,8 +65,9 @@ class Discovery(NamedTuple):
 class KafkaMetadata(Protocol):
     """What planning needs to ask the cluster. Implemented over AdminClient, and by fakes in tests."""
 
-    def discover(self, subscription: Subscription) -> Discovery:
-        """The partitions that exist now and belong to the subscription, and their topics' ids."""
+    def discover(self, subscription: Subscription, *, topic_ids: bool = True) -> Discovery:
+        """The partitions that exist now and belong to the subscription, and their topics' ids (unless
+        ``topic_ids`` is False)."""
         ...
 
     def earliest(self, tps: Iterable[TopicPartition]) -> Offsets:
@@ -274,15 +279,7 @@ def resolve_startup(
         return _starting_by_timestamp(options, metadata, dict.fromkeys(tps, options.starting_timestamp))
     by_time = options.startup == "timestamps"
     listed = options.starting_timestamps if by_time else options.specific_offsets
-    # Spark's rule: the map names exactly the partitions read. sparkafka's one addition: with a group,
-    # partitions left out start from its committed offsets (Flink's SPECIFIC_OFFSETS fallback).
-    check_listed(
-        "startingOffsetsByTimestamp" if by_time else "startingOffsets",
-        listed,
-        tps,
-        options.subscription,
-        group_fallback=options.group_id is not None,
-    )
+    check_starting_map(options, tps)
     out = (
         _starting_by_timestamp(options, metadata, listed)
         if by_time
@@ -292,6 +289,81 @@ def resolve_startup(
     if rest:
         out.update(_group_offsets(options, rest, metadata, topic_ids, cluster_id))
     return out
+
+
+def subscribed(subscription: Subscription, counts: Mapping[str, int]) -> set[TopicPartition]:
+    """The partitions ``subscription`` reads, given the partition count of each topic that exists
+    (``counts``: at least the subscription's): every partition of each topic it subscribes to or its
+    pattern matches, or, for ``assign``, the assigned partitions that exist (Spark's AssignStrategy leaves
+    out the others, and so does this)."""
+    if subscription.partitions:
+        return {tp for tp in subscription.partitions if tp.partition < counts.get(tp.topic, 0)}
+    return {TopicPartition(t, p) for t, n in counts.items() if subscription.matches(t) for p in range(n)}
+
+
+def check_found(subscription: Subscription, partitions: Iterable[TopicPartition]) -> None:
+    """Raise ConfigError, naming the subscription, unless the discovery that found ``partitions`` found
+    some for every topic ``subscribe`` or ``assign`` names, and some at all (a pattern that matches no
+    topic finds none): a read starts only from topics that exist (Flink's rule; Spark's too: the source
+    does not create topics). A topic ``assign`` names counts as found when one of its assigned partitions
+    exists; an assigned partition that does not exist is left out of the read (``subscribed``), as Spark's
+    AssignStrategy leaves it out.
+
+    Example: ``subscribe=orders,ordres`` where only ``orders`` exists raises "Unable to retrieve any
+    partitions for topic(s) ordres (subscribe=orders,ordres): they do not exist. ..."
+    """
+    found = {tp.topic for tp in partitions}
+    named = dict.fromkeys([*subscription.topics, *(tp.topic for tp in subscription.partitions)])
+    missing = [t for t in named if t not in found]
+    if missing:
+        raise ConfigError(
+            f"Unable to retrieve any partitions for topic(s) {', '.join(missing)} "
+            f"({subscription.describe()}): they do not exist. Create them first, or check the names"
+        )
+    if not found:
+        raise ConfigError(
+            f"Unable to retrieve any partitions with {subscription.describe()}: nothing matches. "
+            "Create the topics first, or check the subscription"
+        )
+
+
+def check_starting_map(options: SourceOptions, tps: set[TopicPartition]) -> None:
+    """For a start from a JSON map (``startingOffsets``, ``startingOffsetsByTimestamp``), ``check_listed``
+    against ``tps``, the partitions the query reads. Spark's rule: the map names exactly the partitions read;
+    sparkafka's one addition: with a group, partitions left out start from its committed offsets (Flink's
+    SPECIFIC_OFFSETS fallback). Another start checks nothing.
+
+    Checked when a query without a checkpoint resolves its start (``resolve_startup``), never at ``load()``:
+    a query that resumes from its checkpoint ignores the startup options, as in Spark, so a map written
+    before partitions or topics were added must not stop it.
+    """
+    if options.startup not in ("specific", "timestamps"):
+        return
+    by_time = options.startup == "timestamps"
+    check_listed(
+        "startingOffsetsByTimestamp" if by_time else "startingOffsets",
+        options.starting_timestamps if by_time else options.specific_offsets,
+        tps,
+        options.subscription,
+        group_fallback=options.group_id is not None,
+    )
+
+
+def check_ending_map(options: SourceOptions, tps: set[TopicPartition]) -> None:
+    """For a batch read's end from a JSON map (``endingOffsets``, ``endingOffsetsByTimestamp``, whichever is
+    in effect: ``endingTimestamp`` takes precedence over both), ``check_listed`` against ``tps``, the
+    partitions the read reads. Another end checks nothing.
+
+    Checked at ``load()`` (``admin.check_source``) and again when the batch reader resolves its end
+    (``ending_offsets``): the options are a batch read's alone (a streaming read refuses both outright),
+    so nothing a checkpoint holds can make a map that fails here right.
+    """
+    if options.ending_timestamp is not None:
+        return
+    if options.ending_timestamps is not None:
+        check_listed("endingOffsetsByTimestamp", options.ending_timestamps, tps, options.subscription)
+    elif options.ending_offsets is not None:
+        check_listed("endingOffsets", options.ending_offsets, tps, options.subscription)
 
 
 def check_listed(
@@ -373,18 +445,17 @@ def ending_offsets(
     By timestamp, a partition ends at its first record at or after the timestamp, or at latest when it
     has none. A partition not named ends at latest.
     """
+    check_ending_map(options, tps)
     if options.ending_timestamp is not None or options.ending_timestamps is not None:
         if options.ending_timestamp is not None:
             wanted = dict.fromkeys(tps, options.ending_timestamp)
         else:
             assert options.ending_timestamps is not None
             wanted = dict(options.ending_timestamps)
-            check_listed("endingOffsetsByTimestamp", wanted, tps, options.subscription)
         found = offsets_for_timestamps(metadata, wanted)
         return {tp: found[tp] if found.get(tp, -1) >= 0 else latest[tp] for tp in tps}
     if options.ending_offsets is None:
         return dict(latest)
-    check_listed("endingOffsets", options.ending_offsets, tps, options.subscription)
     return {tp: (latest[tp] if o == LATEST else o) for tp, o in options.ending_offsets.items()}
 
 

@@ -24,7 +24,7 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 
 from sparkafka.errors import ConfigError
 from sparkafka.source import shutdown
-from sparkafka.source.admin import SourceMetadata
+from sparkafka.source.admin import SourceMetadata, discover_initial
 from sparkafka.source.alignment import EventTimeAligner
 from sparkafka.source.assignment import assign_tasks, default_task_count, spark_cores
 from sparkafka.source.commits import (
@@ -110,23 +110,8 @@ class _Planner:
         return self.metadata.discover(self.options.subscription)
 
     def discover_initial(self) -> Discovery:
-        """Partitions at start; none is an error naming the subscription (Flink's behaviour)."""
-        found = self.discover()
-        tps = found.partitions
-        self.metadata.require_source_access(self.options, tps)
-        sub = self.options.subscription
-        missing = [t for t in sub.topics if not any(tp.topic == t for tp in tps)]
-        if missing:
-            raise ConfigError(
-                f"Unable to retrieve any partitions for topic(s) {', '.join(missing)} ({sub.describe()}): "
-                "they do not exist. Create them first, or check the names"
-            )
-        if not tps:
-            raise ConfigError(
-                f"Unable to retrieve any partitions with {sub.describe()}: nothing matches. "
-                "Create the topics first, or check the subscription"
-            )
-        return found
+        """Partitions at start, the ACLs and the topics checked (``admin.discover_initial``)."""
+        return discover_initial(self.metadata, self.options)
 
     def task_plan(self, partitions: int, cores: bool = True) -> TaskPlan:
         """How a batch of ``partitions`` partitions becomes reader tasks under the options: Spark's split

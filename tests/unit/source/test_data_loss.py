@@ -41,7 +41,7 @@ class Cluster:
         self.discoveries += 1
         return {tp for tp in self.logs if subscription.matches(tp.topic)}
 
-    def discover(self, subscription: Subscription) -> Discovery:
+    def discover(self, subscription: Subscription, *, topic_ids: bool = True) -> Discovery:
         found = self.partitions(subscription)
         return Discovery(found, {t: i for t, i in self.ids.items() if any(tp.topic == t for tp in found)})
 

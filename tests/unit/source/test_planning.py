@@ -9,17 +9,21 @@ from hypothesis import strategies as st
 
 from sparkafka.errors import ConfigError
 from sparkafka.source.commits import CommitMark
-from sparkafka.source.options import Subscription, parse_source_options
+from sparkafka.source.options import SourceOptions, Subscription, parse_source_options
 from sparkafka.source.planning import (
     Offsets,
     apply_read_limit,
     bound_when_read,
+    check_ending_map,
+    check_found,
+    check_starting_map,
     delay_batch,
     ending_offsets,
     offsets_from_json,
     offsets_to_json,
     resolve_startup,
     split_ranges,
+    subscribed,
     topic_ids_from_json,
 )
 from sparkafka.structs import GroupOffset, TopicPartition
@@ -211,6 +215,92 @@ def test_batch_ends_by_timestamp_or_at_latest() -> None:
 def test_a_partial_end_map_raises_as_in_spark(option: str, given: str, message: str) -> None:
     with pytest.raises(ConfigError, match=f"option {option} must name exactly the partitions.*{message}"):
         batch_end(**{option: given})
+
+
+def read_options(batch: bool = False, **options: str) -> SourceOptions:
+    return parse_source_options({"kafka.bootstrap.servers": "h:1", "subscribe": "a,b", **options}, batch)
+
+
+def test_the_ending_map_in_effect_is_the_one_checked() -> None:
+    """``check_ending_map`` is what ``load()`` runs (``admin.check_source``) and what the batch reader's
+    ``ending_offsets`` runs: the same sentence. ``endingTimestamp`` takes precedence over both maps."""
+    partial = '{"a": {"0": 30}}'
+    for option in ("endingOffsets", "endingOffsetsByTimestamp"):
+        with pytest.raises(ConfigError, match=f"option {option} must name exactly .* leaves out a-1, b-0"):
+            check_ending_map(read_options(True, **{option: partial}), ALL)
+    check_ending_map(read_options(True, endingTimestamp="1", endingOffsets=partial), ALL)
+    check_ending_map(read_options(True), ALL)
+
+
+def test_only_a_starting_json_map_is_checked_and_a_group_lets_it_leave_partitions_out() -> None:
+    def check(**options: str) -> None:
+        check_starting_map(read_options(**options), ALL)
+
+    for start in ("earliest", "latest"):
+        check(startingOffsets=start)
+    check(startingTimestamp="1000")
+    check(startingOffsets='{"a": {"0": -2, "1": -1}, "b": {"0": 4}}')  # -2, -1: earliest, latest
+    check(startingOffsets='{"a": {"1": 4}}', **{"kafka.group.id": "g"})
+    with pytest.raises(ConfigError, match=r"does not read c-0$"):  # a topic not subscribed: even with a group
+        check(startingOffsets='{"a": {"1": 4}, "c": {"0": 1}}', **{"kafka.group.id": "g"})
+    with pytest.raises(ConfigError, match=r"option startingOffsetsByTimestamp must name exactly .* leaves"):
+        check(startingOffsetsByTimestamp='{"a": {"0": 1000}}')
+
+
+COUNTS = {"a": 2, "b": 1, "_sparkafka-intents-p": 1}
+"""Partition counts of the topics a cluster has (one of them sparkafka's own)."""
+
+
+@pytest.mark.parametrize(
+    ("subscription", "partitions"),
+    [
+        (Subscription(topics=("a", "b")), {A0, A1, B0}),
+        (Subscription(topics=("a", "gone")), {A0, A1}),
+        (Subscription(pattern="."), {A0, A1, B0}),  # never sparkafka's own topics
+        (Subscription(pattern="^b$"), {B0}),
+        (Subscription(partitions=(A1, TopicPartition("a", 5), TopicPartition("gone", 0))), {A1}),
+    ],
+)
+def test_a_subscription_reads_the_partitions_that_exist(
+    subscription: Subscription, partitions: set[TopicPartition]
+) -> None:
+    assert subscribed(subscription, COUNTS) == partitions
+
+
+@pytest.mark.parametrize(
+    ("subscription", "found", "sentence"),
+    [
+        (
+            Subscription(topics=("a", "ordres", "b", "old")),
+            {A0, A1, B0},
+            "Unable to retrieve any partitions for topic(s) ordres, old (subscribe=a,ordres,b,old): they "
+            "do not exist. Create them first, or check the names",
+        ),
+        (
+            Subscription(partitions=(A0, TopicPartition("gone", 0), TopicPartition("gone", 1))),
+            {A0},
+            "Unable to retrieve any partitions for topic(s) gone (assign=a-0,gone-0,gone-1): they do not "
+            "exist. Create them first, or check the names",
+        ),
+        (
+            Subscription(pattern="orders-.*"),
+            set(),
+            "Unable to retrieve any partitions with subscribePattern='orders-.*': nothing matches. Create "
+            "the topics first, or check the subscription",
+        ),
+    ],
+)
+def test_a_read_starts_only_from_topics_that_exist(
+    subscription: Subscription, found: set[TopicPartition], sentence: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        check_found(subscription, found)
+    assert str(raised.value) == sentence
+
+
+def test_an_assigned_partition_that_does_not_exist_is_left_out_as_in_spark() -> None:
+    check_found(Subscription(partitions=(A0, TopicPartition("a", 5))), {A0})  # a-5 is not read; a exists
+    check_found(Subscription(pattern="a"), {A0, A1})
 
 
 @pytest.mark.parametrize(
