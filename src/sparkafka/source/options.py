@@ -57,7 +57,9 @@ _JSON_OFFSETS = 'JSON `{"topic": {"0": 23}}`'
 SOURCE_OPTIONS: tuple[Option, ...] = (
     Option(
         "subscribe",
-        "Comma-separated topics to read. One of `subscribe`, `subscribePattern` and `assign` is required.",
+        "Comma-separated topics to read. One of `subscribe`, `subscribePattern` and `assign` is required. "
+        "A topic that does not exist fails `load()` (and a `subscribePattern` that matches none, an `assign` "
+        "topic none of whose partitions exists).",
         spark="",
     ),
     Option(
@@ -81,8 +83,9 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
         "Where a query without a checkpoint starts (a restarted query continues from its checkpoint): "
         "`group` (the committed offsets of `kafka.group.id`; `kafka.auto.offset.reset` for partitions "
         f"without one), `earliest`, `latest`, or {_JSON_OFFSETS} with the next offset to read per "
-        "partition (`-2` earliest, `-1` latest). The JSON names exactly the partitions the query reads; "
-        "with `kafka.group.id` it may leave some out, and they start as with `group`. A batch read refuses "
+        "partition (`-2` earliest, `-1` latest). The JSON names exactly the partitions the query reads, "
+        "checked when a query without a checkpoint starts (a resumed query ignores this option); with "
+        "`kafka.group.id` it may leave some out, and they start as with `group`. A batch read refuses "
         "`latest` and `-1`.",
         default_note="streaming: `group` with `kafka.group.id`, else `latest`; batch: `earliest`",
         spark="Spark has no `group`: with `kafka.group.id` set, a streaming query here starts from the "
@@ -117,7 +120,7 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
     Option(
         "endingOffsets",
         f"Batch reads only: where each partition ends, `latest` or {_JSON_OFFSETS} (`-1` latest) naming "
-        "exactly the partitions the query reads. A streaming read refuses it.",
+        "exactly the partitions the query reads (checked at `load()`). A streaming read refuses it.",
         default="latest",
         spark="",
     ),
