@@ -226,15 +226,20 @@ def example_for_run(example: Path, directory: Path, run: str) -> Path:
 
 
 def test_every_example_plans_against_spark(
-    spark: object, bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: object, kafka: Kafka, bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """``--dry-run``'s plan of each example. Its ``load()`` asks the brokers for the source's topics, as a
+    run's does, so they are made first (under this run's names)."""
     from sparkafka.pipeline.config import load_pipeline
     from sparkafka.pipeline.plan import describe_plan
 
     monkeypatch.setenv("BOOTSTRAP", bootstrap)
     monkeypatch.setenv("SPARKAFKA_STATE", str(tmp_path))
-    examples = kafka_only_examples()
+    run = uuid.uuid4().hex[:8]
+    examples = [example_for_run(e, tmp_path / "examples", run) for e in kafka_only_examples()]
     assert examples
+    sources = {tomllib.loads(e.read_text())["source"]["options"]["subscribe"] for e in examples}
+    kafka.create_topics(sorted(sources), 1)
     for example in examples:
         plan = describe_plan(spark, load_pipeline(example))
         assert "output: struct<key:string,value:string>" in plan, plan
