@@ -13,9 +13,9 @@ task``. A query nobody awaits (a notebook that looks at ``query.exception()`` or
 whose log is its record) keeps Spark's whole report. Nothing else is dropped: failures without a
 sparkafka sentence (bugs, Spark's own) and every WARN (``Lost task``, which on a cluster is the only
 trace of a task failure a retry healed) are logged as before. A failure logged before the call that
-awaits it began (a query failing within its first moments, awaited later) is logged as Spark logs it. It also drops the one WARN ``register`` itself
-causes (``The data source sparkafka replaced a statically registered data source``, printed again for each
-query's session).
+awaits it began (a query failing within its first moments, awaited later) is logged as Spark logs it.
+It also drops the one WARN ``register`` itself causes (``The data source sparkafka replaced a statically
+registered data source``, printed again for each query's session).
 
 log4j 2 has no filter on an event's exception, and the driver has no class of ours, so the filter is
 compiled in the JVM from the Java source below by Janino (``org.codehaus.janino.SimpleCompiler``, the

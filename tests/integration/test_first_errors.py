@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from sparkafka.errors import ConfigError
 from sparkafka.local.broker import free_port
 from tests.support.kafka import Kafka
 
@@ -65,7 +66,7 @@ def test_a_bad_sink_option_is_the_first_line(spark: Any, bootstrap: str, tmp_pat
     lines = _lines(raised.value)
     assert f"{SENTENCE}option deliveryGuarantee='nope' is not allowed" in lines[0]
     assert len(lines) == 2, lines
-    query = (
+    stream = (
         spark.readStream.format("rate")
         .load()
         .selectExpr("CAST(value AS STRING) AS value")
@@ -74,16 +75,11 @@ def test_a_bad_sink_option_is_the_first_line(spark: Any, bootstrap: str, tmp_pat
         .option("topic", "t")
         .option("deliveryGuarantee", "nope")
         .option("checkpointLocation", str(tmp_path / "ck"))
-        .start()
     )
-    try:
-        with pytest.raises(Exception) as raised:  # noqa: PT011 - StreamingQueryException
-            query.awaitTermination(120)
-    finally:
-        query.stop()
-    # Spark's StreamingQueryException adds the query and its plan below; the sentence is on line one.
-    assert f"{SENTENCE}option deliveryGuarantee='nope' is not allowed" in _lines(raised.value)[0]
-    assert "Traceback" not in str(raised.value)
+    with pytest.raises(ConfigError) as refused:  # by start() itself (the sink's checks at start)
+        stream.start()
+    assert str(refused.value).startswith("option deliveryGuarantee='nope' is not allowed")
+    assert refused.traceback[-1].name == "start_"  # the user's start() line, then the sentence
 
 
 def test_a_kafka_property_typo_gets_did_you_mean(spark: Any, bootstrap: str) -> None:
