@@ -43,8 +43,10 @@ from sparkafka.client.security import Access, denied_by
 from sparkafka.errors import AuthorizationError, BrokerError, ConfigError, DeliveryError
 
 __all__ = [
+    "BATCH_TOO_LARGE_HINT",
     "IN_FLIGHT_SETTINGS",
     "REFUSED_RECORD",
+    "TOO_LARGE_HINT",
     "Deliveries",
     "TripwireLogger",
     "check_in_flight",
@@ -59,9 +61,20 @@ IN_FLIGHT_SETTINGS = ("max.in.flight.requests.per.connection", "max.in.flight")
 """librdkafka's name for the requests a connection may have unanswered, and its alias."""
 
 TOO_LARGE_HINT = (
-    ": a record is larger than kafka.message.max.bytes allows, or than the topic's max.message.bytes on the "
-    "broker (raise them, or write smaller records)"
+    ": the record is larger than kafka.message.max.bytes, librdkafka's limit on one record (default "
+    "1000000): raise it, within the topic's max.message.bytes on the broker, or write smaller records"
 )
+"""What ``produce()``'s own MSG_SIZE_TOO_LARGE means (librdkafka checks each record against
+``message.max.bytes`` before queueing it)."""
+
+BATCH_TOO_LARGE_HINT = (
+    ": the broker refused a record batch larger than the topic's max.message.bytes; librdkafka fills a batch "
+    "up to kafka.batch.size and kafka.message.max.bytes (default 1000000 each) and never splits one the "
+    "broker refuses, so set kafka.batch.size (and kafka.message.max.bytes) below the topic's "
+    "max.message.bytes, raise the topic's max.message.bytes, or write smaller records"
+)
+"""What the broker's MESSAGE_TOO_LARGE in a delivery report means: a batch, which may hold many small
+records, over the topic's ``max.message.bytes`` (librdkafka 2.16 does not split it and retry)."""
 
 REFUSED_RECORD = frozenset(
     {"MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD", "INVALID_TIMESTAMP"}
@@ -135,11 +148,13 @@ class Deliveries:
                 "kafka.max.in.flight.requests.per.connection at 1 (the sink's default) to avoid it"
             )
         if errors:
-            # The records librdkafka purged once the transaction failed can be reported before the cause.
-            errors.sort(key=lambda e: "_PURGE_" in e)
+            # The example is the cause: a record refused for what it is (what makes the error permanent)
+            # before any other failure, and the records librdkafka purged once the transaction failed,
+            # which can be reported before the cause, last. The sort is stable: otherwise in report order.
+            errors.sort(key=lambda e: (not refuses_record(e), "_PURGE_" in e))
             # The broker's MESSAGE_TOO_LARGE (the topic's max.message.bytes) arrives here, as a delivery
             # error.
-            hint = TOO_LARGE_HINT if any("MSG_SIZE_TOO_LARGE" in e for e in errors) else ""
+            hint = BATCH_TOO_LARGE_HINT if "MSG_SIZE_TOO_LARGE" in errors[0] else ""
             return DeliveryError(
                 f"{len(errors)} record(s) could not be delivered, e.g. {errors[0]}{hint}", permanent=refused
             )

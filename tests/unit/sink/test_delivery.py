@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sparkafka.client.log import LIBRDKAFKA_LOG
 from sparkafka.errors import AuthorizationError, ConfigError, DeliveryError
@@ -199,3 +201,52 @@ def test_more_than_one_request_in_flight_is_refused_exactly_once_and_warned_abou
         check_in_flight({key: "4"}, exactly_once=False)
         check_in_flight({key: "4"}, exactly_once=False)
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [f"option kafka.{key}=4"]
+
+
+# -- which failed record a failure names (finding 6 of the refusal review) -----------------------------------
+
+_REFUSED = ("MSG_SIZE_TOO_LARGE", "INVALID_RECORD", "INVALID_TIMESTAMP", "RECORD_LIST_TOO_LARGE")
+_OTHER = ("_MSG_TIMED_OUT", "NOT_ENOUGH_REPLICAS", "_PURGE_QUEUE", "_PURGE_INFLIGHT")
+
+
+@given(st.lists(st.sampled_from(_REFUSED + _OTHER), min_size=1, max_size=6))
+def test_a_failure_names_a_refused_record_first_then_anything_but_a_purge(codes: list[str]) -> None:
+    """Whatever order librdkafka reports in, the example the error gives is its cause: a record refused for
+    what it is when there is one (the error is then ``permanent``, and must not read as a timeout), else a
+    failure other than the purges an aborted transaction reports."""
+    deliveries = Deliveries({})
+    for code in codes:
+        deliveries(code, Message())
+    failure = deliveries.failure()
+    assert isinstance(failure, DeliveryError)
+    example = str(failure).split(", e.g. out-2: ", 1)[1]
+    refused = [c for c in codes if c in _REFUSED]
+    if refused:
+        assert failure.permanent
+        assert example.startswith(refused[0])
+    elif any("_PURGE_" not in c for c in codes):
+        assert not example.startswith("_PURGE_")
+    assert f"{len(codes)} record(s) could not be delivered" in str(failure)
+
+
+def test_a_permanent_failure_does_not_name_an_earlier_timeout() -> None:
+    """The reviewer's case: a timeout reported before the refusal."""
+    deliveries = Deliveries({})
+    deliveries("_MSG_TIMED_OUT: Local: Message timed out", Message())
+    deliveries("INVALID_TIMESTAMP: Broker: Invalid timestamp", Message())
+    failure = deliveries.failure()
+    assert failure is not None
+    assert failure.permanent
+    assert "e.g. out-2: INVALID_TIMESTAMP" in str(failure)
+    assert "timed out" not in str(failure)
+
+
+def test_the_brokers_size_refusal_names_the_batch_size_against_the_topics_limit() -> None:
+    """librdkafka sends batches up to kafka.batch.size and never splits one the broker refuses: small
+    records fail together when the topic's max.message.bytes is below the batch size."""
+    deliveries = Deliveries({})
+    deliveries("MSG_SIZE_TOO_LARGE: Broker: Message size too large", Message())
+    failure = str(deliveries.failure())
+    assert "record batch larger than the topic's max.message.bytes" in failure
+    assert "kafka.batch.size" in failure
+    assert "kafka.message.max.bytes" in failure
