@@ -19,9 +19,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkafka.client.conf import against_servers
 from sparkafka.client.core import cached, new_producer, with_retries
 from sparkafka.client.security import Access, denied_by
-from sparkafka.errors import BrokerError
+from sparkafka.errors import BrokerError, SparkafkaError, TransactionError, is_permanent
 from sparkafka.sink.delivery import TOO_LARGE_HINT, Deliveries, producer_settings, refuses_record
 from sparkafka.sink.identity import open_transactional_producer
 from sparkafka.sink.intents import IntentLog, intent_topic, witness_key
@@ -139,31 +140,65 @@ def _sizes(values: pa.Array) -> Any:
     return pc.fill_null(pc.binary_length(values), 0).to_numpy(zero_copy_only=False)
 
 
-class _Output:
-    """One task's producing: where its rows go, and how many went."""
+def _producing_failed(producer: Any, deliveries: Deliveries, failed: Exception, where: str) -> SparkafkaError:
+    """The error a task raises when ``produce()`` raised ``failed`` (a ``KafkaException``) for ``where``.
 
-    def __init__(self, producer: Any, options: SinkOptions, columns: InputColumns, task: int) -> None:
+    What the deliveries reported comes first, after one ``poll(0)`` serves what is queued: when the broker
+    refuses a Produce request of a transactional producer (MSG_SIZE_TOO_LARGE: a batch over the topic's
+    max.message.bytes; librdkafka 2.16 does not split it), librdkafka sets the transaction's abortable
+    error from its broker thread, so the task's next ``produce()`` raises _STATE while the refused records'
+    report, the cause, waits in the queue. Only a record ``produce()`` refuses itself (MSG_SIZE_TOO_LARGE
+    over kafka.message.max.bytes) is the cause whatever else was reported, which is then logged.
+    """
+    error = failed.args[0] if failed.args else failed
+    name = getattr(error, "name", None)
+    hint = TOO_LARGE_HINT if callable(name) and name() == "MSG_SIZE_TOO_LARGE" else ""
+    raised = BrokerError(f"producing to {where} failed: {error}{hint}", permanent=refuses_record(error))
+    with contextlib.suppress(Exception):  # a producer in a fatal state: its error is what is raised
+        producer.poll(0)
+    reported = deliveries.failure()
+    if reported is None:
+        return raised
+    if raised.permanent and not reported.permanent:
+        log.info("records before the one refused: %s", reported)
+        return raised
+    return reported
+
+
+class _Output:
+    """One task's producing: where its rows go, how many went, and what ``produce()`` raising means
+    (``_producing_failed``: never a raw ``KafkaException``)."""
+
+    def __init__(
+        self, producer: Any, options: SinkOptions, columns: InputColumns, task: int, deliveries: Deliveries
+    ) -> None:
         self.producer = producer
         self.options = options
         self.columns = columns
+        self.deliveries = deliveries
         self.router = Router(options.partitioner, task, _counts(producer, options))
         self.records = 0
 
     def produce_all(self, batches: Iterator[pa.RecordBatch]) -> int:
         """Produce every batch's rows; the number of records produced."""
+        for batch in batches:
+            with self._producing(self.options.topic or "the topic column"):
+                self._produce_rows(batch)
+        return self.records
+
+    def produce_one(self, topic: str, value: bytes, **kwargs: Any) -> None:
+        """Produce one record that is not a row (the witness), ``produce_all``'s errors and all."""
+        with self._producing(topic):
+            _produce(self.producer, topic, value, **kwargs)
+
+    @contextlib.contextmanager
+    def _producing(self, where: str) -> Iterator[None]:
         from confluent_kafka import KafkaException
 
-        for batch in batches:
-            try:
-                self._produce_rows(batch)
-            except KafkaException as e:
-                error = e.args[0] if e.args else e
-                hint = TOO_LARGE_HINT if getattr(error, "name", lambda: "")() == "MSG_SIZE_TOO_LARGE" else ""
-                where = self.options.topic or "the topic column"
-                raise BrokerError(
-                    f"producing to {where} failed: {error}{hint}", permanent=refuses_record(error)
-                ) from e
-        return self.records
+        try:
+            yield
+        except KafkaException as e:
+            raise _producing_failed(self.producer, self.deliveries, e, where) from e
 
     def _produce_rows(self, batch: pa.RecordBatch) -> None:
         n = batch.num_rows
@@ -230,7 +265,7 @@ def write_task(
             earlier = deliveries.failure()
             if earlier is not None:
                 log.warning("deliveryGuarantee=none: earlier records of this worker: %s", earlier)
-        count = _Output(producer, options, columns, task).produce_all(batches)
+        count = _Output(producer, options, columns, task, deliveries).produce_all(batches)
         if options.delivery == "at_least_once":
             _flush(producer, deliveries)
         return TaskResult(task, count)
@@ -253,11 +288,12 @@ def write_task(
     )
     try:
         producer.begin_transaction()
-        result.records = _Output(producer, options, columns, task).produce_all(batches)
+        output = _Output(producer, options, columns, task, deliveries)
+        result.records = output.produce_all(batches)
         if result.records:
-            _produce(producer, witness.topic, b"{}", key=witness_key(query_id, task), partition=0)
+            output.produce_one(witness.topic, b"{}", key=witness_key(query_id, task), partition=0)
         _flush(producer, deliveries)
-    except BaseException:
+    except BaseException as e:
         # Closed here, not left to the traceback: a producer kept alive finishes its abort in the background
         # and may bump the epoch of the id after the task's next attempt took it, fencing that attempt
         # (measured in the broker-kill chaos test: ADDPARTS "old epoch", then _FENCED).
@@ -271,6 +307,11 @@ def write_task(
         else:
             with contextlib.suppress(Exception):
                 producer.close()
+        cause = _refused_meanwhile(producer, deliveries, e)
+        if cause is not None:
+            raise cause from e
+        if _is_kafka_exception(e):  # begin_transaction(): librdkafka's state, for Spark's retry
+            raise TransactionError(f"transaction {tid} failed {against_servers(options.kafka)}: {e}") from e
         raise
     if result.records == 0:
         producer.abort_transaction(30)  # nothing to commit; leave no open transaction behind
@@ -280,6 +321,30 @@ def write_task(
     # Released without close(): the flushed transaction stays open for the driver's commit.
     del producer
     return result
+
+
+def _refused_meanwhile(producer: Any, deliveries: Deliveries, error: BaseException) -> SparkafkaError | None:
+    """The record refused for what it is (a ``permanent`` delivery failure) that the deliveries hold once
+    the task's producing ended on ``error``, when ``error`` itself may be healed by a retry; else None.
+
+    A refusal reported after the task met its error is still its cause: the broker's answer that set
+    librdkafka's abortable error can be queued just after ``produce()`` raised _STATE (the broker thread
+    sets the error first), and by the time the transaction is aborted it is.
+    """
+    if not isinstance(error, Exception) or is_permanent(error):
+        return None
+    with contextlib.suppress(Exception):
+        producer.poll(0)
+    reported = deliveries.failure()
+    if reported is not None and reported.permanent:
+        return reported
+    return None
+
+
+def _is_kafka_exception(error: BaseException) -> bool:
+    from confluent_kafka import KafkaException
+
+    return isinstance(error, KafkaException)
 
 
 def _flush(producer: Any, deliveries: Deliveries, timeout_s: float = 300.0) -> None:

@@ -4,16 +4,18 @@ topics a ``topic`` column names, a row with no topic, records the producer or th
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from sparkafka.errors import AuthorizationError, BrokerError, DeliveryError, is_permanent
+from sparkafka.errors import AuthorizationError, BrokerError, DeliveryError, TransactionError, is_permanent
+from sparkafka.sink import task as task_module
 from sparkafka.sink.delivery import Deliveries, refuses_record
 from sparkafka.sink.options import InputColumns, parse_sink_options
-from sparkafka.sink.task import _Output
+from sparkafka.sink.task import _Output, write_task
 
 WITHOUT_TOPIC = parse_sink_options({"kafka.bootstrap.servers": "b:9092"})
 
@@ -57,7 +59,8 @@ def rows(topics: list[str | None]) -> pa.RecordBatch:
 
 
 def write(producer: Producer, topics: list[str | None]) -> int:
-    return _Output(producer, WITHOUT_TOPIC, InputColumns(topic=True), 0).produce_all(iter([rows(topics)]))
+    output = _Output(producer, WITHOUT_TOPIC, InputColumns(topic=True), 0, Deliveries({}))
+    return output.produce_all(iter([rows(topics)]))
 
 
 def test_a_topic_column_naming_a_topic_the_broker_does_not_know_is_permanent() -> None:
@@ -169,3 +172,197 @@ def test_refused_records_are_named_by_librdkafkas_codes_or_their_names_in_text()
     assert refuses_record("MSG_SIZE_TOO_LARGE")
     assert not refuses_record(KafkaError(KafkaError._MSG_TIMED_OUT))
     assert not refuses_record(29)  # a bare code (TOPIC_AUTHORIZATION_FAILED): not a record's fault
+
+
+# -- a record the broker refuses while the task still produces (finding 1 of the refusal review) ------------
+
+EXACTLY_ONCE = parse_sink_options(
+    {
+        "kafka.bootstrap.servers": "b:9092",
+        "topic": "out",
+        "deliveryGuarantee": "exactly_once",
+        "transactionalIdPrefix": "p",
+    }
+)
+
+
+class Sent:
+    """A delivered record's message, as a delivery report gives it."""
+
+    def __init__(self, topic: str, partition: int = 0) -> None:
+        self._topic, self._partition = topic, partition
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+
+class TransactionalProducer:
+    """librdkafka's transactional producer as far as a refused record goes: the broker's answer refusing a
+    batch of ``out`` (MSG_SIZE_TOO_LARGE: over the topic's max.message.bytes) arrives just after the
+    ``refused_at``-th ``produce()``; librdkafka sets the transaction's abortable error from its broker thread
+    (``rd_kafka_txn_set_abortable_error``), so every later ``produce()`` raises _STATE, and queues the
+    delivery report, served by the next poll. With ``late_report`` the report is queued only by the time
+    the transaction is aborted (it was not queued yet when ``produce()`` raised: the broker thread sets the
+    abortable error first). ``abort_fails``: the coordinator does not answer the abort."""
+
+    def __init__(
+        self,
+        settings: dict[str, Any],
+        refused_at: int = 0,
+        late_report: bool = False,
+        abort_fails: bool = False,
+        local_error: int | None = None,
+    ) -> None:
+        self.on_delivery = settings["on_delivery"]
+        self.refused_at, self.late_report, self.abort_fails = refused_at, late_report, abort_fails
+        self.local_error = local_error
+        self.produced = 0
+        self.queued: list[tuple[KafkaError, Sent]] = []
+        self.held: list[tuple[KafkaError, Sent]] = []
+        self.abortable = False
+        self.ended: str | None = None
+
+    def list_topics(self, topic: str | None = None, timeout: float = 0) -> Any:
+        return SimpleNamespace(topics={topic: Meta(partitions=1)})
+
+    def begin_transaction(self) -> None:
+        pass
+
+    def produce(self, topic: str, value: Any, *args: Any, **kwargs: Any) -> None:
+        if self.abortable:
+            raise KafkaException(
+                KafkaError(KafkaError._STATE, "Producing not allowed in transactional state AbortableError")
+            )
+        self.produced += 1
+        if self.produced == self.local_error:
+            raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
+        if self.produced == self.refused_at:  # the broker's answer to the batch arrives
+            report = (KafkaError(KafkaError.MSG_SIZE_TOO_LARGE), Sent("out"))
+            (self.held if self.late_report else self.queued).append(report)
+            self.abortable = True
+
+    def poll(self, timeout: float = 0) -> int:
+        served, self.queued = self.queued, []
+        for error, message in served:
+            self.on_delivery(error, message)
+        return len(served)
+
+    def flush(self, timeout: float = 0) -> int:
+        self.poll(0)
+        return 0
+
+    def abort_transaction(self, timeout: float = 0) -> None:
+        self.queued += self.held
+        self.held = []
+        if self.abort_fails:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        self.ended = "aborted"
+
+    def purge(self) -> None:
+        self.ended = "purged"
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def transactional(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """``write_task``'s exactly-once path over a ``made["class"]`` (``TransactionalProducer``) made with
+    ``made["kwargs"]``; ``made["producer"]`` is the one made."""
+    made: dict[str, Any] = {"class": TransactionalProducer, "kwargs": {}}
+
+    class NoIntentLog:
+        def __init__(self, *args: Any) -> None:
+            pass
+
+        def create(self) -> None:
+            pass
+
+    def open_producer(settings: dict[str, Any], tid: str, **kwargs: Any) -> tuple[Any, int, int]:
+        made["producer"] = made["class"](settings, **made["kwargs"])
+        return made["producer"], 1000, 0
+
+    monkeypatch.setattr(task_module, "IntentLog", NoIntentLog)
+    monkeypatch.setattr(task_module, "open_transactional_producer", open_producer)
+    return made
+
+
+def values(n: int) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array([b"x" * 10] * n, pa.binary())], ["value"])
+
+
+@pytest.mark.parametrize(
+    ("refused_at", "late_report"),
+    [(3, False), (4, False), (6, False), (8, False), (3, True), (4, True)],
+    ids=[
+        "while-producing",
+        "between-the-last-row-and-the-witness",
+        "in-the-last-batch",
+        "at-the-flush",
+        "while-producing-reported-late",
+        "before-the-witness-reported-late",
+    ],
+)
+def test_a_record_the_broker_refuses_is_the_tasks_permanent_error_whenever_the_answer_comes(
+    transactional: dict[str, Any], refused_at: int, late_report: bool
+) -> None:
+    """Rows 1-3 in one batch, 4-7 in the next, then the witness (8th). However far the task got when the
+    broker's refusal arrived, the task reports it (not librdkafka's _STATE that follows it, nor a raw
+    KafkaException): permanent, naming the record's error, its transaction aborted."""
+    transactional["kwargs"] = {"refused_at": refused_at, "late_report": late_report}
+    with pytest.raises(DeliveryError) as e:
+        write_task(EXACTLY_ONCE, InputColumns(), iter([values(3), values(4)]), 0, "q")
+    assert is_permanent(e.value)
+    assert "out-0: KafkaError{code=MSG_SIZE_TOO_LARGE" in str(e.value)
+    assert "_STATE" not in str(e.value)
+    assert transactional["producer"].ended == "aborted"
+
+
+def test_an_abortable_state_with_no_refused_record_stays_a_retriable_broker_error(
+    transactional: dict[str, Any],
+) -> None:
+    """An abortable error whose cause no delivery report names (nothing refused): the task fails for
+    Spark's retry, with librdkafka's words."""
+
+    class Abortable(TransactionalProducer):
+        def produce(self, topic: str, value: Any, *args: Any, **kwargs: Any) -> None:
+            raise KafkaException(KafkaError(KafkaError._STATE, "in state AbortableError"))
+
+    transactional["class"] = Abortable
+    with pytest.raises(BrokerError, match=r"producing to out failed: .*AbortableError") as e:
+        write_task(EXACTLY_ONCE, InputColumns(), iter([values(2)]), 0, "q")
+    assert not is_permanent(e.value)
+    assert transactional["producer"].ended == "aborted"
+
+
+def test_the_producers_own_size_refusal_is_permanent_though_an_earlier_record_timed_out(
+    transactional: dict[str, Any],
+) -> None:
+    """``produce()`` refuses a record over kafka.message.max.bytes itself: that is the cause, whatever
+    else the deliveries hold."""
+
+    class TimedOut(TransactionalProducer):
+        def poll(self, timeout: float = 0) -> int:
+            self.on_delivery(KafkaError(KafkaError._MSG_TIMED_OUT), Sent("out"))
+            return 1
+
+    transactional["class"], transactional["kwargs"] = TimedOut, {"local_error": 2}
+    with pytest.raises(BrokerError, match=r"kafka\.message\.max\.bytes") as e:
+        write_task(EXACTLY_ONCE, InputColumns(), iter([values(3)]), 0, "q")
+    assert is_permanent(e.value)
+    assert "MSG_SIZE_TOO_LARGE" in str(e.value)
+
+
+def test_no_kafka_exception_leaves_a_task_raw(transactional: dict[str, Any]) -> None:
+    """``begin_transaction()`` in a state librdkafka refuses: a TransactionError for Spark's retry."""
+
+    class Unbegun(TransactionalProducer):
+        def begin_transaction(self) -> None:
+            raise KafkaException(KafkaError(KafkaError._STATE, "Operation not valid in state Ready"))
+
+    transactional["class"] = Unbegun
+    with pytest.raises(TransactionError, match=r"transaction p-0 failed against bootstrap servers b:9092"):
+        write_task(EXACTLY_ONCE, InputColumns(), iter([values(1)]), 0, "q")
