@@ -59,6 +59,7 @@ __all__ = [
     "new_kafka_python_client",
     "new_producer",
     "raise_leaderless",
+    "uncache",
     "with_retries",
 ]
 
@@ -274,12 +275,24 @@ def cached(
     ``close`` runs at interpreter exit (flush a producer, close a consumer). Settings must be strings (or
     hashable), as parsed options are.
     """
-    key = (kind, tuple(sorted((k, str(v)) for k, v in settings.items())))
+    key = _cache_key(kind, settings)
     if key not in _cache:
         _cache[key] = make()
         if close is not None:
             _closers[key] = close
     return _cache[key]  # type: ignore[no-any-return]
+
+
+def uncache(kind: str, settings: Mapping[str, Any]) -> None:
+    """Forget the cached client of ``kind`` and ``settings`` (not closed: its holder still has it); the
+    next ``cached`` call makes a new one."""
+    key = _cache_key(kind, settings)
+    _cache.pop(key, None)
+    _closers.pop(key, None)
+
+
+def _cache_key(kind: str, settings: Mapping[str, Any]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return kind, tuple(sorted((k, str(v)) for k, v in settings.items()))
 
 
 def close_all() -> None:

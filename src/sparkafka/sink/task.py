@@ -4,7 +4,8 @@ exactly_once: the task opens a transaction under ``<prefix>-<task index>`` (fenc
 transaction an earlier attempt of the same task left open), produces, flushes (the pre-commit), and drops
 its producer without closing it, which leaves the flushed transaction open for the driver to commit
 (``close()`` would abort it). at_least_once: a producer cached per worker process, flushed before the
-task reports success. none: the same producer, not flushed.
+task reports success. none: the same producer, not flushed. Under both, a task that fails first waits
+(bounded) for its records' reports (``_drain``): the worker's next task must not read them as its own.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkafka.client.conf import against_servers
-from sparkafka.client.core import cached, new_producer, with_retries
+from sparkafka.client.core import cached, new_producer, uncache, with_retries
 from sparkafka.client.security import Access, denied_by
 from sparkafka.errors import BrokerError, SparkafkaError, TransactionError, is_permanent
 from sparkafka.sink.delivery import TOO_LARGE_HINT, Deliveries, producer_settings, refuses_record
@@ -62,7 +63,40 @@ def _plain_producer(conf: Mapping[str, str], delivery: str) -> tuple[Any, Delive
         deliveries = Deliveries(conf)
         return new_producer(producer_settings(conf, deliveries, f"sink-{delivery}")), deliveries
 
-    return cached(f"sink-producer-{delivery}", conf, make, lambda made: made[0].flush(30))
+    return cached(f"sink-producer-{delivery}", conf, make, lambda made: made[0].flush(_DRAIN_S))
+
+
+_DRAIN_S = 30.0
+"""How long a plain producer's records may take to be answered once its task failed (``_drain``), and at
+the worker's exit."""
+
+
+def _drain(
+    producer: Any, deliveries: Deliveries, error: Exception, conf: Mapping[str, str], delivery: str
+) -> SparkafkaError | None:
+    """After a plain-producer task's ``error``: what became of the task's records, before the task ends.
+
+    The producer and its ``Deliveries`` serve the worker's later tasks (``_plain_producer``): a failed
+    task's record reported later, refused by the broker say, would be read by the next task's flush as
+    its own and fail it, as a refusal of a batch of perhaps another query. So the task waits for its
+    records' reports (at most ``_DRAIN_S``) and takes them: a record refused for what it is is returned
+    as the task's error when ``error`` is one a retry may heal (the retry would meet the refusal again);
+    anything else is logged. A producer still holding records after that is forgotten by the worker's
+    cache (the next task makes another), so their reports reach no later task.
+    """
+    left = -1
+    with contextlib.suppress(Exception):  # a producer in a fatal state: the task's error is raised
+        left = producer.flush(_DRAIN_S)
+        producer.poll(0)  # a log line queued just before the last record left (``_flush``)
+    if left != 0:
+        uncache(f"sink-producer-{delivery}", conf)
+    reported = deliveries.failure(max(left, 0), _DRAIN_S)
+    if reported is None:
+        return None
+    if reported.permanent and not is_permanent(error):
+        return reported
+    log.info("the failed task's other records: %s", reported)
+    return None
 
 
 class _Counts:
@@ -260,16 +294,35 @@ def write_task(
     became of the transaction (``sparkafka.sink.outcomes``).
     """
     if options.delivery != "exactly_once":
-        producer, deliveries = _plain_producer(options.kafka, options.delivery)
-        if options.delivery == "none":  # never flushed: what earlier tasks' deliveries said, said once here
-            earlier = deliveries.failure()
-            if earlier is not None:
-                log.warning("deliveryGuarantee=none: earlier records of this worker: %s", earlier)
+        return _write_plain(options, columns, batches, task)
+    return _write_transactional(options, columns, batches, task, query_id)
+
+
+def _write_plain(
+    options: SinkOptions, columns: InputColumns, batches: Iterator[pa.RecordBatch], task: int
+) -> TaskResult:
+    """at_least_once and none, on the worker's producer."""
+    producer, deliveries = _plain_producer(options.kafka, options.delivery)
+    if options.delivery == "none":  # never flushed: what earlier tasks' deliveries said, said once here
+        earlier = deliveries.failure()
+        if earlier is not None:
+            log.warning("deliveryGuarantee=none: earlier records of this worker: %s", earlier)
+    try:
         count = _Output(producer, options, columns, task, deliveries).produce_all(batches)
         if options.delivery == "at_least_once":
             _flush(producer, deliveries)
-        return TaskResult(task, count)
+    except Exception as e:
+        cause = _drain(producer, deliveries, e, options.kafka, options.delivery)
+        if cause is not None:
+            raise cause from e
+        raise
+    return TaskResult(task, count)
 
+
+def _write_transactional(
+    options: SinkOptions, columns: InputColumns, batches: Iterator[pa.RecordBatch], task: int, query_id: str
+) -> TaskResult:
+    """exactly_once: the task's transaction, flushed and left open for the driver."""
     assert options.transactional_id_prefix is not None
     tid = transactional_id(options.transactional_id_prefix, task)
     witness = MarkerProbe(intent_topic(options.transactional_id_prefix), 0)
@@ -294,19 +347,7 @@ def write_task(
             output.produce_one(witness.topic, b"{}", key=witness_key(query_id, task), partition=0)
         _flush(producer, deliveries)
     except BaseException as e:
-        # Closed here, not left to the traceback: a producer kept alive finishes its abort in the background
-        # and may bump the epoch of the id after the task's next attempt took it, fencing that attempt
-        # (measured in the broker-kill chaos test: ADDPARTS "old epoch", then _FENCED).
-        # close() only after an abort that succeeded: librdkafka's close aborts and flushes with no time
-        # limit, so after a failed abort (coordinator unreachable) it could hang the task for good.
-        try:
-            producer.abort_transaction(10)
-        except Exception:  # noqa: BLE001 - the task's own error is what is raised; the broker times this out
-            with contextlib.suppress(Exception):
-                producer.purge()
-        else:
-            with contextlib.suppress(Exception):
-                producer.close()
+        _abort_after_error(producer)
         cause = _refused_meanwhile(producer, deliveries, e)
         if cause is not None:
             raise cause from e
@@ -321,6 +362,27 @@ def write_task(
     # Released without close(): the flushed transaction stays open for the driver's commit.
     del producer
     return result
+
+
+def _abort_after_error(producer: Any) -> bool:
+    """Abort a failed task's transaction; whether the broker confirmed it (if not, the transaction may stay
+    open until the broker's ``transaction.timeout.ms``, or until its id is fenced).
+
+    Closed here, not left to the traceback: a producer kept alive finishes its abort in the background and
+    may bump the epoch of the id after the task's next attempt took it, fencing that attempt (measured in
+    the broker-kill chaos test: ADDPARTS "old epoch", then _FENCED). close() only after an abort that
+    succeeded: librdkafka's close aborts and flushes with no time limit, so after a failed abort
+    (coordinator unreachable) it could hang the task for good.
+    """
+    try:
+        producer.abort_transaction(10)
+    except Exception:  # noqa: BLE001 - the task's own error is what is raised
+        with contextlib.suppress(Exception):
+            producer.purge()
+        return False
+    with contextlib.suppress(Exception):
+        producer.close()
+    return True
 
 
 def _refused_meanwhile(producer: Any, deliveries: Deliveries, error: BaseException) -> SparkafkaError | None:

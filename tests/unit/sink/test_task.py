@@ -3,7 +3,7 @@ topics a ``topic`` column names, a row with no topic, records the producer or th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from sparkafka.client import core
 from sparkafka.errors import AuthorizationError, BrokerError, DeliveryError, TransactionError, is_permanent
 from sparkafka.sink import task as task_module
 from sparkafka.sink.delivery import Deliveries, refuses_record
@@ -366,3 +367,108 @@ def test_no_kafka_exception_leaves_a_task_raw(transactional: dict[str, Any]) -> 
     transactional["class"] = Unbegun
     with pytest.raises(TransactionError, match=r"transaction p-0 failed against bootstrap servers b:9092"):
         write_task(EXACTLY_ONCE, InputColumns(), iter([values(1)]), 0, "q")
+
+
+# -- at_least_once / none: a failed task's late reports are not the next task's (finding 5) ------------------
+
+AT_LEAST_ONCE = parse_sink_options(
+    {"kafka.bootstrap.servers": "b:9092", "deliveryGuarantee": "at_least_once"}
+)
+
+
+class PlainProducer:
+    """The worker's cached producer (at_least_once, none): ``produce`` queues; ``flush`` sends, and the
+    broker refuses each record ``b"BIG"`` (over the topic's max.message.bytes); with ``stuck`` nothing is
+    answered (a broker gone): ``flush`` leaves every record undelivered."""
+
+    def __init__(self, settings: dict[str, Any], stuck: bool = False) -> None:
+        self.on_delivery = settings["on_delivery"]
+        self.stuck = stuck
+        self.queued: list[tuple[str, Any]] = []
+
+    def list_topics(self, topic: str | None = None, timeout: float = 0) -> Any:
+        return SimpleNamespace(topics={topic: Meta(partitions=1)})
+
+    def produce(self, topic: str, value: Any, *args: Any, **kwargs: Any) -> None:
+        self.queued.append((topic, value))
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+    def flush(self, timeout: float = 0) -> int:
+        if self.stuck:
+            return len(self.queued)
+        for topic, value in self.queued:
+            if value == b"BIG":
+                self.on_delivery(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE), Sent(topic))
+        self.queued = []
+        return 0
+
+
+class Worker:
+    """A Python worker's plain producers: each made by ``factory`` (``new_producer``), cached per worker
+    as the real ones are; ``made`` holds them in order."""
+
+    def __init__(self) -> None:
+        self.made: list[PlainProducer] = []
+        self.factory: Callable[[dict[str, Any]], PlainProducer] = PlainProducer
+
+    def new_producer(self, settings: dict[str, Any]) -> PlainProducer:
+        self.made.append(self.factory(settings))
+        return self.made[-1]
+
+
+@pytest.fixture
+def worker(monkeypatch: pytest.MonkeyPatch) -> Worker:
+    worker = Worker()
+    monkeypatch.setattr(core, "_cache", {})
+    monkeypatch.setattr(core, "_closers", {})
+    monkeypatch.setattr(task_module, "new_producer", worker.new_producer)
+    return worker
+
+
+def routed(values: list[bytes], topics: list[str | None]) -> Iterator[pa.RecordBatch]:
+    arrays = [pa.array(values, pa.binary()), pa.array(topics, pa.string())]
+    return iter([pa.RecordBatch.from_arrays(arrays, ["value", "topic"])])
+
+
+@pytest.mark.parametrize("delivery", ["at_least_once", "none"])
+def test_a_refused_tasks_late_delivery_failures_are_not_the_next_tasks_refusal(
+    worker: Worker, delivery: str
+) -> None:
+    """Task A produces a record the broker will refuse, then meets a row with no topic: its refusal is
+    the null topic. Task B, on the same worker and producer, writes a good row: it succeeds (before, it
+    read A's MSG_SIZE_TOO_LARGE as its own and refused the batch of another query)."""
+    options = parse_sink_options({"kafka.bootstrap.servers": "b:9092", "deliveryGuarantee": delivery})
+    columns = InputColumns(topic=True)
+    with pytest.raises(BrokerError, match="a row has a null topic") as a:
+        write_task(options, columns, routed([b"BIG", b"y"], ["out", None]), 0, "q1")
+    assert is_permanent(a.value)
+    assert write_task(options, columns, routed([b"ok"], ["out"]), 0, "q2").records == 1
+    assert len(worker.made) == 1  # one producer per worker, as before
+
+
+def test_a_retriable_error_gives_way_to_a_refusal_its_records_met(worker: Worker) -> None:
+    """A task fails with an error a retry may heal (a topic not ready yet), after a record the broker
+    refuses: the refusal is the task's error, since the retry would meet it again."""
+
+    class NewTopic(PlainProducer):
+        def list_topics(self, topic: str | None = None, timeout: float = 0) -> Any:
+            return SimpleNamespace(topics={topic: Meta(partitions=0 if topic == "new" else 1)})
+
+    worker.factory = NewTopic
+    with pytest.raises(DeliveryError, match="MSG_SIZE_TOO_LARGE") as e:
+        write_task(AT_LEAST_ONCE, InputColumns(topic=True), routed([b"BIG", b"y"], ["out", "new"]), 0)
+    assert is_permanent(e.value)
+
+
+def test_a_producer_left_with_undelivered_records_serves_no_later_task(worker: Worker) -> None:
+    """The drain is bounded: a producer still holding the failed task's records after it is dropped from
+    the worker's cache, so that their late reports reach no later task."""
+    worker.factory = lambda settings: PlainProducer(settings, stuck=not worker.made)
+    columns = InputColumns(topic=True)
+    with pytest.raises(BrokerError, match="a row has a null topic"):
+        write_task(AT_LEAST_ONCE, columns, routed([b"BIG", b"y"], ["out", None]), 0, "q1")
+    assert write_task(AT_LEAST_ONCE, columns, routed([b"ok"], ["out"]), 0, "q2").records == 1
+    assert len(worker.made) == 2
+    assert worker.made[0].queued == [("out", b"BIG")]  # its late report reaches no one
