@@ -45,6 +45,7 @@ from sparkafka.errors import AuthorizationError, BrokerError, ConfigError, Deliv
 __all__ = [
     "BATCH_TOO_LARGE_HINT",
     "IN_FLIGHT_SETTINGS",
+    "NO_TOPIC_CREATION",
     "REFUSED_RECORD",
     "TOO_LARGE_HINT",
     "Deliveries",
@@ -75,6 +76,12 @@ BATCH_TOO_LARGE_HINT = (
 )
 """What the broker's MESSAGE_TOO_LARGE in a delivery report means: a batch, which may hold many small
 records, over the topic's ``max.message.bytes`` (librdkafka 2.16 does not split it and retry)."""
+
+NO_TOPIC_CREATION = "false"
+"""``allow.auto.create.topics`` of every producer the sink makes: the sink creates no topic. librdkafka's
+producer default, true, has a metadata request for a missing topic (a ``topic`` column's misspelt value, a
+deleted intent log) create it, with the broker's defaults, on a broker with ``auto.create.topics.enable=true``
+(Apache Kafka's default). The option is refused when set to true (``sink.options``)."""
 
 REFUSED_RECORD = frozenset(
     {"MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD", "INVALID_TIMESTAMP"}
@@ -209,11 +216,13 @@ def producer_settings(
     delivery callback, the ``eos`` debug context and a private logger named ``name`` (see the module
     docstring).
 
-    The logger is not in the logging tree: the ``eos`` lines sparkafka adds go nowhere but the tripwire,
-    and librdkafka's warnings (a transactional producer's: its errors) reach ``sparkafka.librdkafka``'s
-    handlers as every client's do; with a ``kafka.debug`` of the user's, every line does.
+    It asks the broker to create no topic (``NO_TOPIC_CREATION``). The logger is not in the logging tree:
+    the ``eos`` lines sparkafka adds go nowhere but the tripwire, and librdkafka's warnings (a transactional
+    producer's: its errors) reach ``sparkafka.librdkafka``'s handlers as every client's do; with a
+    ``kafka.debug`` of the user's, every line does.
     """
     settings: dict[str, Any] = dict(conf)
+    settings["allow.auto.create.topics"] = NO_TOPIC_CREATION
     settings.setdefault("enable.idempotence", "true")
     settings.setdefault("linger.ms", "5")
     if not any(key in settings for key in IN_FLIGHT_SETTINGS):

@@ -17,7 +17,7 @@ from sparkafka.client.core import new_producer
 from sparkafka.client.log import LIBRDKAFKA_LOG
 from sparkafka.client.security import Access, denied_by
 from sparkafka.errors import ConfigError, TransactionError
-from sparkafka.sink.delivery import TripwireLogger
+from sparkafka.sink.delivery import NO_TOPIC_CREATION, TripwireLogger
 
 __all__ = [
     "PROVEN_LIBRDKAFKA",
@@ -139,7 +139,12 @@ def open_transactional_producer(
     settings.setdefault("reconnect.backoff.ms", "10")
     debug = {d for d in str(settings.get("debug", "")).split(",") if d}
     settings.update(
-        {"transactional.id": transactional_id, "debug": ",".join(sorted(debug | {"eos"})), "logger": logger}
+        {
+            "transactional.id": transactional_id,
+            "debug": ",".join(sorted(debug | {"eos"})),
+            "logger": logger,
+            "allow.auto.create.topics": NO_TOPIC_CREATION,  # the driver's fencer brings the sink's bare conf
+        }
     )
     producer = new_producer(settings)
     try:

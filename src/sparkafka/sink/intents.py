@@ -57,6 +57,7 @@ from sparkafka.client.core import (
 from sparkafka.client.metadata import AdminMetadata
 from sparkafka.client.security import Access, denied_by, is_group_denial
 from sparkafka.errors import BrokerError
+from sparkafka.sink.delivery import NO_TOPIC_CREATION
 from sparkafka.sink.txn_control import TxnHandle
 from sparkafka.structs import INTERNAL_TOPIC_PREFIX, TopicPartition
 
@@ -583,7 +584,13 @@ class IntentLog:
             if error is None:
                 offsets.append(message.offset())
 
-        settings = {**self._conf, "enable.idempotence": "false", "acks": "all", "linger.ms": "0"}
+        settings = {
+            **self._conf,
+            "enable.idempotence": "false",
+            "acks": "all",
+            "linger.ms": "0",
+            "allow.auto.create.topics": NO_TOPIC_CREATION,  # never without compaction (``create``)
+        }
         producer = new_producer(settings)
         producer.produce(self.topic, value, key=key, on_delivery=delivered)
         left = producer.flush(self._timeout_s)

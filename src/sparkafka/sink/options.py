@@ -121,6 +121,16 @@ SINK_KAFKA_SETTINGS: tuple[Option, ...] = (
         "Managed by sparkafka (option `partitioner`): refused.",
         spark="Spark takes the Java client's `kafka.partitioner.class`; use `partitioner` here.",
     ),
+    Option(
+        "kafka.allow.auto.create.topics",
+        "The sink creates no topic: its producers never ask the broker to (a `topic` column's misspelt "
+        "value would otherwise create a topic with the broker's defaults, on a broker with "
+        "`auto.create.topics.enable=true`). `true` is refused: create the topics first "
+        "(`sparkafka topics create`).",
+        default_note="`false`, always",
+        spark="Spark's Java producer lets the broker create a missing topic where it allows it; sparkafka "
+        "does not.",
+    ),
 )
 """The ``kafka.*`` settings the sink interprets; every other one goes to librdkafka as given."""
 
@@ -177,6 +187,20 @@ def _check_idempotence(kafka: dict[str, str], delivery: DeliveryGuarantee) -> No
         kafka["enable.idempotence"] = "false"
 
 
+def _check_no_topic_creation(kafka: Mapping[str, str]) -> None:
+    """Refuse ``kafka.allow.auto.create.topics`` set to what librdkafka reads as true (``true``, ``t``,
+    ``1``, any case): the sink creates no topic (``sink.delivery.NO_TOPIC_CREATION``), and a user asking
+    for it would otherwise be silently overridden. false is accepted; other values librdkafka refuses."""
+    value = kafka.get("allow.auto.create.topics")
+    if value is not None and value.lower() in ("true", "t", "1"):
+        servers = kafka.get("bootstrap.servers")
+        raise ConfigError(
+            f"option kafka.allow.auto.create.topics={value} is not allowed: the sink does not create topics "
+            "(a topic column's misspelt value would create one, with the broker's defaults); create each "
+            f"topic first, e.g. sparkafka topics create TOPIC --bootstrap-servers {servers}"
+        )
+
+
 def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
     """Validate the sink's options; raise ConfigError naming the option and what is allowed."""
     reader = OptionReader(
@@ -190,6 +214,7 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
             raise ConfigError(
                 f"option kafka.{key} is managed by sparkafka: use transactionalIdPrefix / partitioner instead"
             )
+    _check_no_topic_creation(kafka)
     delivery = reader.choice("deliveryGuarantee", DELIVERIES, "at_least_once", _DELIVERY_HINTS)
     prefix = reader.get_str("transactionalIdPrefix")
     if delivery == "exactly_once":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,13 @@ from sparkafka.client.conf import against_servers
 from sparkafka.client.core import cached, new_producer, uncache, with_retries
 from sparkafka.client.security import Access, denied_by
 from sparkafka.errors import BrokerError, SparkafkaError, TransactionError, is_permanent
-from sparkafka.sink.delivery import TOO_LARGE_HINT, Deliveries, producer_settings, refuses_record
+from sparkafka.sink.delivery import (
+    TOO_LARGE_HINT,
+    Deliveries,
+    librdkafka_int,
+    producer_settings,
+    refuses_record,
+)
 from sparkafka.sink.identity import open_transactional_producer
 from sparkafka.sink.intents import IntentLog, intent_topic, witness_key
 from sparkafka.sink.options import InputColumns, SinkOptions
@@ -99,22 +105,53 @@ def _drain(
     return None
 
 
+DEFAULT_PROPAGATION_MS = 30_000
+"""librdkafka's default ``topic.metadata.propagation.max.ms``."""
+
+_BACKOFF_S = (0.1, 1.0)
+"""The first and the longest wait between two metadata requests for a topic the broker does not know."""
+
+
 class _Counts:
     """Partition counts per topic, looked up once per task through the producer's metadata.
 
-    A topic the broker says it does not know is a ``permanent`` error (a ``topic`` column's value names
-    it; the sink does not create topics); one that is not ready yet (a leader being elected, a topic being
-    created) is not: a retry may find it.
+    A topic the broker says it does not know (UNKNOWN_TOPIC_OR_PART, or absent from the answer) is asked
+    about again, with a back-off from 0.1 s to 1 s, until librdkafka's ``topic.metadata.propagation.max.ms``
+    (the producer's setting, 30 s by default: librdkafka waits as long itself before it fails a record for
+    an unknown topic) after the first such answer: a topic just created reaches each broker's metadata a
+    moment later. Still unknown then, it is a ``permanent`` error (a ``topic`` column's value names it; the
+    sink does not create topics, ``sink.delivery.NO_TOPIC_CREATION``). One that is known but not ready yet
+    (a leader being elected) is not permanent: the task fails for Spark's retry.
+
+    ``clock`` (monotonic seconds) and ``sleep`` are the waiting's, injectable for tests.
     """
 
-    def __init__(self, producer: Any, conf: Mapping[str, str], timeout_s: float) -> None:
+    def __init__(
+        self,
+        producer: Any,
+        conf: Mapping[str, str],
+        timeout_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self._producer = producer
         self._conf = conf
         self._timeout_s = timeout_s
+        self._clock = clock
+        self._sleep = sleep
+        given = librdkafka_int(str(conf.get("topic.metadata.propagation.max.ms", "")))
+        self._propagation_s = (DEFAULT_PROPAGATION_MS if given is None else max(given, 0)) / 1000
         self._counts: dict[str, int] = {}
 
     def __call__(self, topic: str) -> int:
         if topic not in self._counts:
+            self._counts[topic] = self._look_up(topic)
+        return self._counts[topic]
+
+    def _look_up(self, topic: str) -> int:
+        first_unknown: float | None = None
+        backoff = _BACKOFF_S[0]
+        while True:
             meta = with_retries(
                 f"looking up topic {topic!r}",
                 self._conf,
@@ -124,15 +161,20 @@ class _Counts:
             refusal = denied_by(meta.error, self._conf, Access("WRITE", "topic", topic)) if meta else None
             if refusal is not None:
                 raise refusal
-            if meta is None or _unknown_topic(meta.error):
+            if meta is not None and not _unknown_topic(meta.error):
+                if meta.error is not None or not meta.partitions:
+                    why = meta.error or "no partitions"
+                    raise BrokerError(f"topic {topic!r} is not ready to write to: {why}")
+                return len(meta.partitions)
+            now = self._clock()
+            first_unknown = now if first_unknown is None else first_unknown
+            left = first_unknown + self._propagation_s - now
+            if left <= 0:
                 raise BrokerError(
                     f"topic {topic!r} does not exist (the sink does not create topics)", permanent=True
                 )
-            if meta.error is not None or not meta.partitions:
-                why = meta.error or "no partitions"
-                raise BrokerError(f"topic {topic!r} is not ready to write to: {why}")
-            self._counts[topic] = len(meta.partitions)
-        return self._counts[topic]
+            self._sleep(min(backoff, left))
+            backoff = min(backoff * 2, _BACKOFF_S[1])
 
 
 def _unknown_topic(error: Any) -> bool:

@@ -18,7 +18,11 @@ from sparkafka.sink.delivery import Deliveries, refuses_record
 from sparkafka.sink.options import InputColumns, parse_sink_options
 from sparkafka.sink.task import _Output, write_task
 
-WITHOUT_TOPIC = parse_sink_options({"kafka.bootstrap.servers": "b:9092"})
+# A topic the broker does not know is missing at its first answer (asking again until librdkafka's
+# propagation time is test_topic_creation's).
+WITHOUT_TOPIC = parse_sink_options(
+    {"kafka.bootstrap.servers": "b:9092", "kafka.topic.metadata.propagation.max.ms": "0"}
+)
 
 
 class Meta:
