@@ -37,7 +37,7 @@ from sparkafka.sink.options import InputColumns, SinkOptions
 from sparkafka.sink.routing import Router
 from sparkafka.sink.txn_control import MarkerProbe, TxnHandle
 
-__all__ = ["TaskResult", "transactional_id", "write_task"]
+__all__ = ["TaskAbort", "TaskResult", "transactional_id", "write_task"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,18 @@ class TaskResult:
     records: int
     handle: TxnHandle | None = None
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+
+@dataclass(frozen=True)
+class TaskAbort:
+    """A failed exactly-once task's abort of its transaction, as its refusal carries it to the driver (it
+    must pickle)."""
+
+    transactional_id: str
+    confirmed: bool
+    """Whether the broker confirmed the abort. If not (the coordinator did not answer within the task's
+    10 s), the transaction may stay open, holding back read_committed readers of every partition it wrote,
+    until the broker's ``transaction.timeout.ms``: Spark's abort then fences the id (``writer``)."""
 
 
 def _plain_producer(conf: Mapping[str, str], delivery: str) -> tuple[Any, Deliveries]:
@@ -328,16 +340,19 @@ def write_task(
     batches: Iterator[pa.RecordBatch],
     task: int,
     query_id: str = "",
+    *,
+    aborts: list[TaskAbort] | None = None,
 ) -> TaskResult:
     """Write one task's rows; see the module docstring for what each delivery guarantee does.
 
     Under exactly_once the transaction also carries one witness record into the prefix's intent log
     (``intents.witness_key``): its marker there is what the driver reads when the broker cannot say what
-    became of the transaction (``sparkafka.sink.outcomes``).
+    became of the transaction (``sparkafka.sink.outcomes``). A task that fails after opening its
+    transaction aborts it and, before raising, appends the abort (``TaskAbort``) to ``aborts``.
     """
     if options.delivery != "exactly_once":
         return _write_plain(options, columns, batches, task)
-    return _write_transactional(options, columns, batches, task, query_id)
+    return _write_transactional(options, columns, batches, task, query_id, aborts=aborts)
 
 
 def _write_plain(
@@ -362,7 +377,13 @@ def _write_plain(
 
 
 def _write_transactional(
-    options: SinkOptions, columns: InputColumns, batches: Iterator[pa.RecordBatch], task: int, query_id: str
+    options: SinkOptions,
+    columns: InputColumns,
+    batches: Iterator[pa.RecordBatch],
+    task: int,
+    query_id: str,
+    *,
+    aborts: list[TaskAbort] | None,
 ) -> TaskResult:
     """exactly_once: the task's transaction, flushed and left open for the driver."""
     assert options.transactional_id_prefix is not None
@@ -389,7 +410,9 @@ def _write_transactional(
             output.produce_one(witness.topic, b"{}", key=witness_key(query_id, task), partition=0)
         _flush(producer, deliveries)
     except BaseException as e:
-        _abort_after_error(producer)
+        abort = TaskAbort(tid, confirmed=_abort_after_error(producer))
+        if aborts is not None:
+            aborts.append(abort)
         cause = _refused_meanwhile(producer, deliveries, e)
         if cause is not None:
             raise cause from e

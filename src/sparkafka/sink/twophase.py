@@ -344,11 +344,16 @@ class TwoPhaseCommitter:
         finally:
             self._ender.close()
 
-    def abort(self, query_id: str | None, batch_id: int, results: Sequence[TaskResult]) -> None:
+    def abort(
+        self, query_id: str | None, batch_id: int, results: Sequence[TaskResult], fence: Sequence[str] = ()
+    ) -> None:
         """Spark gave up on the batch: roll forward if its intent was written, else abort its transactions.
 
         Never aborts a transaction whose intent may have been written (an unconfirmed append) or that is
-        already committed (a partial batch's visible tasks).
+        already committed (a partial batch's visible tasks). Then fences the transactional ids ``fence``
+        names: refusing tasks' whose own abort the broker did not confirm (``writer``). Safe: a refusal
+        makes the commit raise before any intent, so no intent names their transactions, and an intent
+        found for the batch was rolled forward first.
         """
         try:
             state = self._store.read()
@@ -360,6 +365,9 @@ class TwoPhaseCommitter:
             elif record is not None:
                 handles = [h for h in handles if h not in record.committed]
             self._abort_quietly(query_id, handles, f"batch {batch_id} aborted by Spark")
+            self._fence_quietly(
+                fence, f"a task of batch {batch_id} refused and its own abort was not confirmed"
+            )
         finally:
             self._ender.close()
 
@@ -708,6 +716,21 @@ class TwoPhaseCommitter:
         if query_id is not None:
             self._count(query_id, aborted=aborted)
         return aborted
+
+    def _fence_quietly(self, transactional_ids: Sequence[str], why: str) -> None:
+        """Fence each of ``transactional_ids`` (aborting what it holds open); a fence that fails is logged:
+        the broker aborts the transaction after ``transaction.timeout.ms``."""
+        for tid in transactional_ids:
+            log.info("fencing transactional id %s: %s", tid, why)
+            try:
+                self._fencer.fence(tid)
+            except Exception as e:  # noqa: BLE001 - Spark's abort must not fail on it
+                log.warning(
+                    "could not fence transactional id %s (the broker aborts its open transaction after "
+                    "kafka.transaction.timeout.ms): %s",
+                    tid,
+                    e,
+                )
 
     def _fence(self, tasks: range) -> None:
         """Abort whatever transactional ids no longer used by any task hold (parallelism went down)."""

@@ -10,14 +10,16 @@ commit), a batch write's from its job id. The sink runner's instance hands the s
 its one ``commit``, so a batch reads the intent log twice, not three times; a pickled copy (the tasks', or
 the planner's writer a batch write commits on) carries no state and reads again.
 
-A task that meets an error no retry can heal (``errors.is_permanent``: a setting, an ACL, a topic that
-does not exist, a record the broker refuses) does not fail: it returns a commit message carrying the error
-(its transaction, under exactly_once, already aborted as a failing task's is; no handle) and the commit
-raises it before doing anything else, so nothing of the batch is committed and Spark calls ``abort``, which
-aborts the other tasks' transactions. A failing task would be retried ``spark.task.maxFailures`` times,
-each attempt failing the same way and each logged with the worker's traceback; a failing commit is not
-retried, and the query or job fails once with the sentence (measured, PySpark 4.3: no task attempt
-failed). Other errors still fail the task, so that Spark's retry can heal them.
+A task that meets an error no retry can heal (``errors.is_permanent``: a setting, an ACL, a topic that does
+not exist, a record the broker refuses) does not fail: it returns a commit message carrying the error (its
+transaction, under exactly_once, already aborted as a failing task's is; no handle) and the commit raises it
+before doing anything else, so nothing of the batch is committed and Spark calls ``abort``, which aborts the
+other tasks' transactions, and fences the id of a refusing task whose own abort the broker did not confirm
+(``TaskAbort``; no intent names its transaction, since the commit raised before writing one). A failing task
+would be retried ``spark.task.maxFailures`` times, each attempt failing the same way and each logged with the
+worker's traceback; a failing commit is not retried, and the query or job fails once with the sentence
+(measured, PySpark 4.3: no task attempt failed). Other errors still fail the task, so that Spark's retry can
+heal them.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from sparkafka.sink.faults import fault_point
 from sparkafka.sink.intents import LogState
 from sparkafka.sink.modes import StreamBatch
 from sparkafka.sink.options import InputColumns, SinkOptions
-from sparkafka.sink.task import TaskResult, write_task
+from sparkafka.sink.task import TaskAbort, TaskResult, write_task
 from sparkafka.sink.twophase import TwoPhaseCommitter, claim_transactional_ids
 from sparkafka.spark_lines import StreamArrowWriter
 
@@ -116,6 +118,9 @@ class KafkaCommitMessage(WriterCommitMessage):
     refusal: SparkafkaError | None = None
     """The error that no retry can heal which ended the task (``errors.is_permanent``), for the commit to
     raise; the task handed over nothing to commit (under exactly_once its transaction was aborted)."""
+    abort: TaskAbort | None = None
+    """With a refusal, under exactly_once: the task's abort of its transaction. Spark's abort fences the id
+    when the broker did not confirm it (``_Writer._abort``)."""
 
 
 def _task_context() -> tuple[int, str | None]:
@@ -134,6 +139,15 @@ def _results(messages: Sequence[WriterCommitMessage | None]) -> tuple[str | None
     query_ids = {m.query_id for m in ours}
     results = [m.result for m in ours if m.result is not None]
     return (next(iter(query_ids)) if len(query_ids) == 1 else None), results
+
+
+def _unconfirmed_aborts(messages: Sequence[WriterCommitMessage | None]) -> list[str]:
+    """The transactional ids of refusing tasks whose abort the broker did not confirm (``TaskAbort``)."""
+    return [
+        m.abort.transactional_id
+        for m in messages
+        if isinstance(m, KafkaCommitMessage) and m.abort is not None and not m.abort.confirmed
+    ]
 
 
 def _raise_refusal(messages: Sequence[WriterCommitMessage | None]) -> None:
@@ -190,16 +204,17 @@ class _Writer:
                 fault_point("task_mid_write")  # after some rows went into the transaction
 
         query = streaming_query or query_id
+        aborts: list[TaskAbort] = []
         try:
             if self._options.delivery == "exactly_once" and task >= self._tids_in_use:
                 claim_transactional_ids(self._options, task + 1)
-            result = write_task(self._options, self._columns, batches(), task, query or "")
+            result = write_task(self._options, self._columns, batches(), task, query or "", aborts=aborts)
         except SparkafkaError as e:
             if not is_permanent(e):
                 raise  # the task fails: Spark's retry may heal it
             # Not logged above INFO: the commit raises it, and a worker's warnings reach the console.
             log.info("task %d refused the batch (the commit raises it): %s", task, e)
-            return KafkaCommitMessage(None, query, e)
+            return KafkaCommitMessage(None, query, e, aborts[0] if aborts else None)
         return KafkaCommitMessage(result, query)
 
     def _commit(
@@ -234,7 +249,9 @@ class _Writer:
             return
         named, results = _results(messages)
         query_id = query_id or named
-        TwoPhaseCommitter.for_options(self._options).abort(query_id, batch_id, results)
+        TwoPhaseCommitter.for_options(self._options).abort(
+            query_id, batch_id, results, fence=_unconfirmed_aborts(messages)
+        )
 
 
 class KafkaStreamWriter(_Writer, StreamArrowWriter):  # type: ignore[misc]

@@ -16,7 +16,7 @@ from sparkafka.errors import AuthorizationError, BrokerError, DeliveryError, Tra
 from sparkafka.sink import task as task_module
 from sparkafka.sink.delivery import Deliveries, refuses_record
 from sparkafka.sink.options import InputColumns, parse_sink_options
-from sparkafka.sink.task import _Output, write_task
+from sparkafka.sink.task import TaskAbort, _Output, write_task
 
 # A topic the broker does not know is missing at its first answer (asking again until librdkafka's
 # propagation time is test_topic_creation's).
@@ -476,3 +476,35 @@ def test_a_producer_left_with_undelivered_records_serves_no_later_task(worker: W
     assert write_task(AT_LEAST_ONCE, columns, routed([b"ok"], ["out"]), 0, "q2").records == 1
     assert len(worker.made) == 2
     assert worker.made[0].queued == [("out", b"BIG")]  # its late report reaches no one
+
+
+# -- what a failed task says of its transaction (finding 3) -------------------------------------------------
+
+
+@pytest.mark.parametrize("abort_fails", [False, True], ids=["abort-confirmed", "abort-unanswered"])
+def test_a_failed_task_reports_its_transactions_abort(
+    transactional: dict[str, Any], abort_fails: bool
+) -> None:
+    """The writer puts it in the task's refusal: Spark's abort then fences an id whose abort the broker
+    did not confirm (its transaction may still be open)."""
+    transactional["kwargs"] = {"refused_at": 2, "abort_fails": abort_fails}
+    aborts: list[TaskAbort] = []
+    with pytest.raises(DeliveryError):
+        write_task(EXACTLY_ONCE, InputColumns(), iter([values(3)]), 4, "q", aborts=aborts)
+    assert aborts == [TaskAbort("p-4", confirmed=not abort_fails)]
+    assert transactional["producer"].ended == ("purged" if abort_fails else "aborted")
+
+
+def test_a_task_that_opened_no_transaction_reports_no_abort(monkeypatch: pytest.MonkeyPatch) -> None:
+    class NoIntentLog:
+        def __init__(self, *args: Any) -> None:
+            pass
+
+        def create(self) -> None:
+            raise BrokerError("the intent log cannot be created")
+
+    monkeypatch.setattr(task_module, "IntentLog", NoIntentLog)
+    aborts: list[TaskAbort] = []
+    with pytest.raises(BrokerError):
+        write_task(EXACTLY_ONCE, InputColumns(), iter([values(1)]), 0, "q", aborts=aborts)
+    assert aborts == []

@@ -11,16 +11,23 @@ from collections.abc import Callable
 import pytest
 from pyspark import cloudpickle
 
-from sparkafka.errors import AuthorizationError, BrokerError, ConfigError, DeliveryError, SparkafkaError
+from sparkafka.errors import (
+    AuthorizationError,
+    BrokerError,
+    ConfigError,
+    DeliveryError,
+    SparkafkaError,
+    TransactionError,
+)
 from sparkafka.sink import twophase
 from sparkafka.sink import writer as writer_module
 from sparkafka.sink.modes import StreamBatch
 from sparkafka.sink.options import InputColumns, parse_sink_options
-from sparkafka.sink.task import TaskResult
+from sparkafka.sink.task import TaskAbort, TaskResult
 from sparkafka.sink.twophase import TwoPhaseCommitter
 from sparkafka.sink.writer import KafkaBatchWriter, KafkaCommitMessage, KafkaStreamWriter
 
-from .coordinator_model import World
+from .coordinator_model import ModelFencer, World
 
 OPTIONS = parse_sink_options(
     {
@@ -275,3 +282,76 @@ def test_the_first_tasks_refusal_is_raised_and_the_others_logged(
         "another task of the batch refused as well: a row has a null topic and the sink has no option topic"
     ]
     assert writer_module._results(msgs) == (Q, [])
+
+
+# -- a refusing task whose own abort was not confirmed (finding 3 of the refusal review) ---------------------
+
+
+def unconfirmed_refusal(world: World, confirmed: bool) -> list[KafkaCommitMessage | None]:
+    """Task 0 wrote and flushed; task 1 produced, met an error no retry can heal and aborted its
+    transaction: with ``confirmed`` False its ``abort_transaction`` failed (the coordinator did not answer
+    in time), so its transaction is still open on the broker."""
+    wrote = world.run_tasks([[b"t0"], [b"t1-partial"]])
+    error = BrokerError("a row has a null topic and the sink has no option topic", permanent=True)
+    if confirmed:
+        world.ender.end(wrote[1].handle, commit=False)  # type: ignore[arg-type]
+    return [
+        KafkaCommitMessage(wrote[0], Q),
+        pickle.loads(cloudpickle.dumps(KafkaCommitMessage(None, Q, error, TaskAbort("p-1", confirmed)))),
+    ]
+
+
+def test_sparks_abort_fences_a_refusing_tasks_transaction_its_own_abort_left_open(world: World) -> None:
+    """Before, the task failed and Spark's retry's InitProducerId on p-1 aborted the transaction within
+    seconds; a refusal is not retried, so Spark's abort fences the id (no intent names that transaction:
+    the commit raised before writing one). Else read_committed readers of every partition it wrote wait
+    for the broker's transaction.timeout.ms."""
+    KafkaStreamWriter(OPTIONS, InputColumns())
+    msgs = unconfirmed_refusal(world, confirmed=False)
+    with pytest.raises(BrokerError, match="a row has a null topic"):
+        KafkaStreamWriter(OPTIONS, InputColumns()).commit(msgs, 0)
+    assert world.coordinator.open_transactions() == ["p-0", "p-1"]
+    KafkaStreamWriter(OPTIONS, InputColumns()).abort(msgs, 0)
+    assert world.coordinator.open_transactions() == []
+    assert world.coordinator.visible == []
+
+
+def test_a_confirmed_abort_is_not_fenced_again(world: World) -> None:
+    KafkaStreamWriter(OPTIONS, InputColumns())
+    msgs = unconfirmed_refusal(world, confirmed=True)
+    epoch = world.coordinator.ids["p-1"].epoch
+    with pytest.raises(BrokerError):
+        KafkaStreamWriter(OPTIONS, InputColumns()).commit(msgs, 0)
+    KafkaStreamWriter(OPTIONS, InputColumns()).abort(msgs, 0)
+    assert world.coordinator.ids["p-1"].epoch == epoch  # no InitProducerId
+    assert world.coordinator.open_transactions() == []
+
+
+def test_a_fence_that_fails_leaves_the_abort_quiet(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The coordinator that did not answer the task may not answer the driver either: the broker then
+    aborts the transaction after transaction.timeout.ms, and Spark's abort does not fail on it."""
+
+    def unreachable(self: object, transactional_id: str) -> None:
+        raise TransactionError(f"init_transactions for transactional id {transactional_id} failed")
+
+    KafkaStreamWriter(OPTIONS, InputColumns())
+    msgs = unconfirmed_refusal(world, confirmed=False)
+    monkeypatch.setattr(ModelFencer, "fence", unreachable)
+    KafkaStreamWriter(OPTIONS, InputColumns()).abort(msgs, 0)
+    assert world.coordinator.open_transactions() == ["p-1"]  # task 0's aborted; p-1 times out
+
+
+def test_a_refusing_task_reports_its_transaction_and_whether_its_abort_was_confirmed(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refusal = BrokerError("topic 'gone' does not exist", permanent=True)
+
+    def write_task(*args: object, aborts: list[TaskAbort], **kwargs: object) -> None:
+        aborts.append(TaskAbort("p-0", confirmed=False))
+        raise refusal
+
+    monkeypatch.setattr(writer_module, "write_task", write_task)
+    monkeypatch.setattr(writer_module, "claim_transactional_ids", lambda options, count: None)
+    message = KafkaStreamWriter(OPTIONS, InputColumns()).write(iter([]))
+    assert isinstance(message, KafkaCommitMessage)
+    assert (message.result, message.refusal, message.abort) == (None, refusal, TaskAbort("p-0", False))
