@@ -10,10 +10,11 @@ been created by the recovery, which needed CREATE and says so when refused. Meas
 READ on a log made that way, the tasks wrote their transactions and only the commit was refused. CREATE on
 a log that is not there yet is asked with a validate-only CreateTopics (``_creation_denied``). For the
 transactional ids ``<prefix>-*`` Kafka has no authorized-operations answer; FindCoordinator for
-``<prefix>-0`` is refused unless the user may at least DESCRIBE them (``TxnController.find_coordinator``),
-which finds a missing grant (measured: the tasks' first transactions were refused, 8 times over, 8 s
-after start); a DESCRIBE-only grant still fails the first transaction, worded the same. Every lacking
-grant is named in one sentence (``security.denied_all``).
+``<prefix>-0`` is refused unless the user may at least DESCRIBE them (``TxnController.find_coordinator``:
+it fences nothing, though on a fresh cluster it has the broker create ``__transaction_state``, as the
+first transaction would), which finds a missing grant (measured: the tasks' first transactions were
+refused, 8 times over, 8 s after start); a DESCRIBE-only grant still fails the first transaction, worded
+the same. Every lacking grant is named in one sentence (``security.denied_all``).
 """
 
 from __future__ import annotations

@@ -191,13 +191,21 @@ class TxnController:
         return self._end_one(handle, commit)
 
     def find_coordinator(self, transactional_id: str) -> None:
-        """Ask which broker coordinates ``transactional_id``; changes nothing on the cluster.
+        """Ask which broker coordinates ``transactional_id``; nothing about the id itself changes.
 
         Kafka answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED unless the user may at least DESCRIBE the id
-        (WRITE implies it): the one question about a transactional-id ACL that has no side effect.
+        (WRITE implies it): the one question about a transactional-id ACL that touches no transaction
+        (InitProducerId would fence one). It is not free of effects on a fresh cluster: a broker asked for
+        a transaction coordinator while ``__transaction_state`` does not exist yet creates that topic
+        (``KafkaApis.getCoordinator``) and answers COORDINATOR_NOT_AVAILABLE, which is raised here, not
+        retried (``sink.access`` then leaves the question to the first transaction); the sink's first
+        transaction would have had the topic created anyway. A user refused by ACL triggers nothing: the
+        broker authorizes the id before it looks for the coordinator.
 
         Raises:
             AuthorizationError: the user may not use ``transactional_id`` (``denied``'s sentence).
+            Exception: any other answer than a coordinator (COORDINATOR_NOT_AVAILABLE on a fresh
+                cluster), or none in time.
         """
         self._coordinator(transactional_id)
 
