@@ -13,7 +13,9 @@ its transaction under ``<prefix>-<task>`` and reported a ``TxnHandle``.
    and calls ``commit`` on it at once, in one process: the state that writer's ``recover`` returned is
    passed in (``recovered``) instead of reading the log a third time per batch. Reading it earlier by that
    gap is the same as reading it now: nothing of B, nor of a later batch, is written in between.
-2. A replay of a batch already ``done`` is aborted, never written twice.
+2. A replay of a batch already ``done`` is aborted, never written twice, even when a task of it refused
+   (``writer``: an error no retry can heal). Any other batch a task refused fails here, before anything
+   of it is decided; Spark's ``abort`` then aborts its transactions.
 3. The prefix must be Q's (``check_owner``).
 4. A replay of a ``partial`` batch: the tasks whose rows are already visible must produce as many records
    as before (else: error, nothing written); their new transactions are aborted, the rest go on.
@@ -41,7 +43,7 @@ from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from sparkafka.client.security import authenticated
-from sparkafka.errors import BrokerError, ConfigError, TransactionError
+from sparkafka.errors import BrokerError, ConfigError, SparkafkaError, TransactionError
 from sparkafka.metrics_files import add_counts, default_metrics_path, query_sink_path
 from sparkafka.sink.faults import fault_point
 from sparkafka.sink.identity import open_transactional_producer
@@ -135,6 +137,9 @@ def timeout_margin_ms(timeout_ms: int) -> int:
 def _wall_ms() -> int:
     return int(time.time() * 1000)
 
+
+_UNCONFIRMED = "a refusing task of batch {} had its own abort unconfirmed"
+"""Why a refusing task's transactional id is fenced (``TwoPhaseCommitter._fence_quietly``)."""
 
 _IN_DOUBT: set[TxnHandle] = set()
 """Handles whose intent append failed and could not be confirmed: never aborted by this process."""
@@ -279,16 +284,24 @@ class TwoPhaseCommitter:
         results: Sequence[TaskResult],
         streaming: bool = True,
         recovered: LogState | None = None,
+        *,
+        refusal: SparkafkaError | None = None,
+        fence: Sequence[str] = (),
     ) -> None:
         """Phase two for batch ``batch_id`` of ``query_id``: see the module docstring, steps 1-8.
 
         ``recovered`` is the state a ``recover`` in this process returned just before (step 1); without
-        it, ``commit`` recovers first.
+        it, ``commit`` recovers first. ``refusal``: a task's error that no retry can heal (``writer``),
+        raised right after step 2, before anything of the batch is decided; only the replay of a batch
+        already done goes on without it (its rows are committed: Spark would replay it, refused, on every
+        restart). ``fence``: refusing tasks' transactional ids whose own abort the broker did not confirm,
+        fenced when the replay is skipped (Spark calls no ``abort`` then; otherwise its abort does).
 
         Raises:
             TransactionError: the batch is not (fully) committed; the message says what is visible and
                 what a restart does.
             ConfigError: the prefix belongs to another live query.
+            SparkafkaError: ``refusal``, for a batch that is not done.
         """
         self._faults("commit_start")
         state = self.recover() if recovered is None else recovered
@@ -298,8 +311,21 @@ class TwoPhaseCommitter:
                 self._abort_quietly(
                     query_id, handles, f"batch {batch_id} of query {query_id} was already committed"
                 )
+                if refusal is not None:
+                    log.warning(
+                        "batch %d of query %s was already committed, so its replay is skipped although a "
+                        "task of it refused: %s",
+                        batch_id,
+                        query_id,
+                        refusal,
+                    )
+                    self._fence_quietly(
+                        fence, f"a refusing task of batch {batch_id} had its abort unconfirmed"
+                    )
                 self._count(query_id, replays=1)
                 return
+            if refusal is not None:
+                raise refusal
             try:
                 self.check_owner(state, query_id)
             except ConfigError:
@@ -345,7 +371,12 @@ class TwoPhaseCommitter:
             self._ender.close()
 
     def abort(
-        self, query_id: str | None, batch_id: int, results: Sequence[TaskResult], fence: Sequence[str] = ()
+        self,
+        query_id: str | None,
+        batch_id: int,
+        results: Sequence[TaskResult],
+        *,
+        fence: Sequence[str] = (),
     ) -> None:
         """Spark gave up on the batch: roll forward if its intent was written, else abort its transactions.
 

@@ -13,13 +13,15 @@ the planner's writer a batch write commits on) carries no state and reads again.
 A task that meets an error no retry can heal (``errors.is_permanent``: a setting, an ACL, a topic that does
 not exist, a record the broker refuses) does not fail: it returns a commit message carrying the error (its
 transaction, under exactly_once, already aborted as a failing task's is; no handle) and the commit raises it
-before doing anything else, so nothing of the batch is committed and Spark calls ``abort``, which aborts the
-other tasks' transactions, and fences the id of a refusing task whose own abort the broker did not confirm
-(``TaskAbort``; no intent names its transaction, since the commit raised before writing one). A failing task
-would be retried ``spark.task.maxFailures`` times, each attempt failing the same way and each logged with the
-worker's traceback; a failing commit is not retried, and the query or job fails once with the sentence
-(measured, PySpark 4.3: no task attempt failed). Other errors still fail the task, so that Spark's retry can
-heal them.
+before deciding anything of the batch, so nothing of the batch is committed and Spark calls ``abort``, which
+aborts the other tasks' transactions, and fences the id of a refusing task whose own abort the broker did not
+confirm (``TaskAbort``; no intent names its transaction, since the commit raised before writing one). Under
+exactly_once one batch is let through: the replay of a batch the intent log has as done, whose rows are
+committed, is skipped as every such replay is (``TwoPhaseCommitter.commit``), or Spark would replay it,
+refused, on every restart. A failing task would be retried ``spark.task.maxFailures`` times, each attempt
+failing the same way and each logged with the worker's traceback; a failing commit is not retried, and the
+query or job fails once with the sentence (measured, PySpark 4.3: no task attempt failed). Other errors still
+fail the task, so that Spark's retry can heal them.
 """
 
 from __future__ import annotations
@@ -150,20 +152,21 @@ def _unconfirmed_aborts(messages: Sequence[WriterCommitMessage | None]) -> list[
     ]
 
 
-def _raise_refusal(messages: Sequence[WriterCommitMessage | None]) -> None:
-    """Raise the first task's refusal, if a task refused: the batch must not be committed.
+def _refusal(messages: Sequence[WriterCommitMessage | None]) -> SparkafkaError | None:
+    """The first task's refusal, if a task refused: the batch must not be committed; None if none did.
 
-    Runs first in every commit (every guarantee, streaming and batch), before anything is written or ended:
-    Spark then calls ``abort`` with the same messages. Other tasks' refusals with another sentence are
-    logged (one error is raised).
+    Raised first in every commit (every guarantee, streaming and batch), before anything is written or
+    ended: Spark then calls ``abort`` with the same messages. Under exactly_once only a batch the intent log
+    has as done is let through, as the replay it is (``TwoPhaseCommitter.commit``). Other tasks' refusals
+    with another sentence are logged (one error is raised).
     """
     refusals = [m.refusal for m in messages if isinstance(m, KafkaCommitMessage) and m.refusal is not None]
     if not refusals:
-        return
+        return None
     first = refusals[0]
     for other in sorted({str(r) for r in refusals[1:]} - {str(first)}):
         log.error("another task of the batch refused as well: %s", other)
-    raise first
+    return first
 
 
 class _Writer:
@@ -221,11 +224,13 @@ class _Writer:
         self, messages: Sequence[WriterCommitMessage | None], batch_id: int, query_id: str | None = None
     ) -> None:
         """Commit ``batch_id`` of ``query_id`` (default: the query the messages name); first, raise a
-        task's refusal (``_raise_refusal``)."""
-        _raise_refusal(messages)
+        task's refusal (``_refusal``), unless, under exactly_once, the batch is already committed."""
+        refusal = _refusal(messages)
         named, results = _results(messages)
         query_id = query_id or named
         if self._options.delivery != "exactly_once":
+            if refusal is not None:
+                raise refusal
             fault_point("commit_start")
             if query_id is not None:  # tasks flushed (at_least_once) before reporting success
                 # The query's counters file (exactly-once batches are counted by the committer).
@@ -237,9 +242,17 @@ class _Writer:
         # recovery is the commit's first step (one intent-log read less per batch). Used once.
         recovered, self._recovered = self._recovered, None
         if query_id is None:
+            if refusal is not None:
+                raise refusal
             raise ValueError("commit messages name no single query id")
         TwoPhaseCommitter.for_options(self._options).commit(
-            query_id, batch_id, results, self._streaming, recovered=recovered
+            query_id,
+            batch_id,
+            results,
+            self._streaming,
+            recovered=recovered,
+            refusal=refusal,
+            fence=_unconfirmed_aborts(messages),
         )
 
     def _abort(

@@ -215,18 +215,55 @@ def test_a_crash_between_the_refusal_and_the_abort_leaves_nothing_visible(world:
     assert world.coordinator.open_transactions() == []
 
 
-def test_a_refused_replay_of_a_committed_batch_aborts_only_the_replays_transactions(world: World) -> None:
-    """Spark replays a batch that was committed (the driver died before Spark's commit log): a task now
-    refuses (its topic was deleted since). The commit raises as the task's failure did before; the abort
-    leaves the committed rows as they are."""
+def test_a_refused_replay_of_a_committed_batch_is_a_replay_and_the_query_goes_on(world: World) -> None:
+    """Finding 4 of the refusal review: Spark replays a batch the intent log has as done (the driver died
+    after the sink's done, before Spark's commit log), and a task now refuses (its topic was deleted since,
+    a timestamp aged out of the topic's range, an ACL revoked). The batch's rows are committed: the commit
+    counts a replay, aborts the replay's transactions and returns, so Spark records the batch and the query
+    goes on (a later batch meets the refusal for what it then writes). Before, every restart failed on the
+    same batch for good."""
     KafkaStreamWriter(OPTIONS, InputColumns()).commit(messages(world, 0), 0)
-    replay = refused_batch(world, 0)
-    with pytest.raises(BrokerError, match=re.escape(MISSING)):
+    for restart in range(3):  # the same replay, had it been refused: the query never got past it
+        KafkaStreamWriter(OPTIONS, InputColumns())
+        replay = refused_batch(world, 0)
         KafkaStreamWriter(OPTIONS, InputColumns()).commit(replay, 0)
-    KafkaStreamWriter(OPTIONS, InputColumns()).abort(replay, 0)
-    assert sorted(world.coordinator.visible) == [b"b0-t0", b"b0-t1"]
+        assert world.counters["replays"] == restart + 1
+        assert sorted(world.coordinator.visible) == [b"b0-t0", b"b0-t1"]
+        assert world.coordinator.open_transactions() == []
+        assert world.log.read().latest[Q].state == "done"
+
+
+def test_a_refused_replay_of_a_committed_batch_fences_an_unconfirmed_abort(world: World) -> None:
+    """Spark calls no abort after a commit that returned: the commit fences the refusing task's id."""
+    KafkaStreamWriter(OPTIONS, InputColumns()).commit(messages(world, 0), 0)
+    KafkaStreamWriter(OPTIONS, InputColumns())
+    KafkaStreamWriter(OPTIONS, InputColumns()).commit(unconfirmed_refusal(world, confirmed=False), 0)
     assert world.coordinator.open_transactions() == []
-    assert world.log.read().latest[Q].state == "done"
+    assert sorted(world.coordinator.visible) == [b"b0-t0", b"b0-t1"]
+    assert world.counters["replays"] == 1
+
+
+def test_a_refused_replay_of_a_partly_committed_batch_still_raises(world: World) -> None:
+    """Only a batch that is done is skipped: a partial one still needs the refusing task's rows (or, were
+    the refusing task a visible one, its record count cannot be compared)."""
+    KafkaStreamWriter(OPTIONS, InputColumns())
+    results = world.run_tasks([[b"b0-t0"], [b"b0-t1"]])
+    world.coordinator.init_producer_id("p-1")  # task 1's transaction aborted before the commit reached it
+    with pytest.raises(TransactionError, match="is partial"):
+        KafkaStreamWriter(OPTIONS, InputColumns()).commit([KafkaCommitMessage(r, Q) for r in results], 0)
+    for refusing in (0, 1):
+        KafkaStreamWriter(OPTIONS, InputColumns())
+        rows: list[list[bytes]] = [[b"b0-t0"], [b"b0-t1"]]
+        rows[refusing] = []
+        wrote = world.run_tasks(rows)
+        replay: list[KafkaCommitMessage | None] = [KafkaCommitMessage(r, Q) for r in wrote]
+        replay[refusing] = refused(BrokerError(MISSING, permanent=True))
+        with pytest.raises(BrokerError, match=re.escape(MISSING)):
+            KafkaStreamWriter(OPTIONS, InputColumns()).commit(replay, 0)
+        KafkaStreamWriter(OPTIONS, InputColumns()).abort(replay, 0)
+        assert world.coordinator.open_transactions() == []
+        assert world.coordinator.visible == [b"b0-t0"]
+        assert world.log.read().latest[Q].state == "partial"
 
 
 @pytest.mark.parametrize("stream", [None, StreamBatch(Q, 3)], ids=["batch-write", "update-mode"])
