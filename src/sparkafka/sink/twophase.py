@@ -305,6 +305,8 @@ class TwoPhaseCommitter:
         """
         self._faults("commit_start")
         state = self.recover() if recovered is None else recovered
+        if refusal is not None and not state.is_done(query_id, batch_id):
+            raise refusal
         try:
             handles = [r.handle for r in results if r.handle is not None]
             if state.is_done(query_id, batch_id):
@@ -324,8 +326,6 @@ class TwoPhaseCommitter:
                     )
                 self._count(query_id, replays=1)
                 return
-            if refusal is not None:
-                raise refusal
             try:
                 self.check_owner(state, query_id)
             except ConfigError:
