@@ -415,7 +415,7 @@ def test_record_larger_than_allowed_fails_the_write_with_no_partial_output(
         .option("transactionalIdPrefix", f"big-{uuid.uuid4().hex[:6]}")
         .mode("append")
     )
-    with pytest.raises(Exception, match=r"larger than kafka\.message\.max\.bytes allows"):
+    with pytest.raises(Exception, match=r"the record is larger than kafka\.message\.max\.bytes"):
         writer.save()
     # The 50 small records went into the task's transaction first: it was aborted, nothing is visible.
     assert kafka.committed_values(topic) == Counter()

@@ -114,3 +114,42 @@ def test_a_batch_write_with_a_null_topic_fails_once_and_leaves_nothing_visible(
     assert kafka.committed_values(out) == Counter()
     assert held_back(kafka, out, 1) == 0
     assert kafka.open_transactions(prefix, 2) == []
+
+
+def test_a_batch_the_broker_refuses_while_the_task_produces_fails_once_naming_the_size(
+    spark: Any, kafka: Kafka, bootstrap: str
+) -> None:
+    """The topic takes batches of 1 KB at most (``max.message.bytes``); each record is 100 bytes, so
+    librdkafka's first batch (it fills up to ``kafka.batch.size``, 1 MB) is refused with MESSAGE_TOO_LARGE,
+    and librdkafka does not split it. The task has 150,000 records: its local queue (100,000 records) fills
+    and it waits for deliveries, so the answer arrives while it still produces, and the transaction being
+    abortable, its next ``produce()`` raises _STATE. The refused batch is the cause: one sentence naming the
+    size limits, raised by the commit, no task attempt failed (before: _STATE, an error a retry may heal,
+    each of Spark's attempts failing the same way)."""
+    out = kafka.topic(partitions=1, config={"max.message.bytes": "1024"})
+    df = spark.range(150_000).selectExpr("repeat('x', 100) AS value").coalesce(1)
+    prefix = f"toolarge-{uuid.uuid4().hex[:6]}"
+    writer = (
+        df.write.format("sparkafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", out)
+        .option("deliveryGuarantee", "exactly_once")
+        .option("transactionalIdPrefix", prefix)
+        .mode("append")
+    )
+    group = f"too-large-{uuid.uuid4().hex[:6]}"
+    spark.sparkContext.setJobGroup(group, "a batch write whose records the broker refuses in batches")
+    try:
+        with pytest.raises(Exception, match=r"record batch larger than the topic's max\.message\.bytes") as e:
+            writer.save()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+        spark.sparkContext.setLocalProperty("spark.job.description", None)
+    report = spark_report(e.value)
+    assert "MSG_SIZE_TOO_LARGE" in report, report
+    assert "_STATE" not in report, report
+    assert report.count(ERROR_CLASS) == 1, report  # once, raised by the commit
+    assert f"{ERROR_CLASS}DeliveryError" in report, report
+    assert failed_attempts(spark, group) == 0
+    assert kafka.committed_values(out) == Counter()
+    assert kafka.open_transactions(prefix, 1) == []
