@@ -414,6 +414,14 @@ def _write_transactional(
         if aborts is not None:
             aborts.append(abort)
         cause = _refused_meanwhile(producer, deliveries, e)
+        if abort.confirmed:
+            # Closed here, not left to the traceback: a producer kept alive finishes its abort in the
+            # background and may bump the epoch of the id after the task's next attempt took it, fencing
+            # that attempt (measured in the broker-kill chaos test: ADDPARTS "old epoch", then _FENCED).
+            # close() only after an abort that succeeded: librdkafka's close aborts and flushes with no time
+            # limit, so after a failed abort (coordinator unreachable) it could hang the task for good.
+            with contextlib.suppress(Exception):
+                producer.close()
         if cause is not None:
             raise cause from e
         if _is_kafka_exception(e):  # begin_transaction(): librdkafka's state, for Spark's retry
@@ -431,22 +439,14 @@ def _write_transactional(
 
 def _abort_after_error(producer: Any) -> bool:
     """Abort a failed task's transaction; whether the broker confirmed it (if not, the transaction may stay
-    open until the broker's ``transaction.timeout.ms``, or until its id is fenced).
-
-    Closed here, not left to the traceback: a producer kept alive finishes its abort in the background and
-    may bump the epoch of the id after the task's next attempt took it, fencing that attempt (measured in
-    the broker-kill chaos test: ADDPARTS "old epoch", then _FENCED). close() only after an abort that
-    succeeded: librdkafka's close aborts and flushes with no time limit, so after a failed abort
-    (coordinator unreachable) it could hang the task for good.
-    """
+    open until the broker's ``transaction.timeout.ms``, or until its id is fenced, and the producer's
+    records are purged instead)."""
     try:
         producer.abort_transaction(10)
     except Exception:  # noqa: BLE001 - the task's own error is what is raised
         with contextlib.suppress(Exception):
             producer.purge()
         return False
-    with contextlib.suppress(Exception):
-        producer.close()
     return True
 
 

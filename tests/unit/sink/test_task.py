@@ -508,3 +508,19 @@ def test_a_task_that_opened_no_transaction_reports_no_abort(monkeypatch: pytest.
     with pytest.raises(BrokerError):
         write_task(EXACTLY_ONCE, InputColumns(), iter([values(1)]), 0, "q", aborts=aborts)
     assert aborts == []
+
+
+def test_a_refusal_reported_by_the_abort_is_read_before_the_producer_is_closed(
+    transactional: dict[str, Any],
+) -> None:
+    """``close()`` ends the producer: a report served only after it would never reach the task."""
+
+    class Closing(TransactionalProducer):
+        def close(self) -> None:
+            self.queued, self.held = [], []
+
+    transactional["class"] = Closing
+    transactional["kwargs"] = {"refused_at": 3, "late_report": True}
+    with pytest.raises(DeliveryError, match="MSG_SIZE_TOO_LARGE") as e:
+        write_task(EXACTLY_ONCE, InputColumns(), iter([values(3), values(4)]), 0, "q")
+    assert is_permanent(e.value)
