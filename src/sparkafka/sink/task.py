@@ -4,8 +4,10 @@ exactly_once: the task opens a transaction under ``<prefix>-<task index>`` (fenc
 transaction an earlier attempt of the same task left open), produces, flushes (the pre-commit), and drops
 its producer without closing it, which leaves the flushed transaction open for the driver to commit
 (``close()`` would abort it). at_least_once: a producer cached per worker process, flushed before the
-task reports success. none: the same producer, not flushed. Under both, a task that fails first waits
-(bounded) for its records' reports (``_drain``): the worker's next task must not read them as its own.
+task reports success; a task that fails first waits (bounded) for its records' reports (``_drain``): the
+worker's next task must not read them as its own. none: the same producer, never flushed by a task, so its
+reports are earlier tasks' as much as this one's: none is taken as a task's error, and a failed task
+leaves the producer (and its flush at the worker's exit) as it is.
 """
 
 from __future__ import annotations
@@ -228,20 +230,25 @@ def _sizes(values: pa.Array) -> Any:
     return pc.fill_null(pc.binary_length(values), 0).to_numpy(zero_copy_only=False)
 
 
-def _producing_failed(producer: Any, deliveries: Deliveries, failed: Exception, where: str) -> SparkafkaError:
+def _producing_failed(
+    producer: Any, deliveries: Deliveries | None, failed: Exception, where: str
+) -> SparkafkaError:
     """The error a task raises when ``produce()`` raised ``failed`` (a ``KafkaException``) for ``where``.
 
     What the deliveries reported comes first, after one ``poll(0)`` serves what is queued: when the broker
     refuses a Produce request of a transactional producer (MSG_SIZE_TOO_LARGE: a batch over the topic's
     max.message.bytes; librdkafka 2.16 does not split it), librdkafka sets the transaction's abortable
     error from its broker thread, so the task's next ``produce()`` raises _STATE while the refused records'
-    report, the cause, waits in the queue. Only a record ``produce()`` refuses itself (MSG_SIZE_TOO_LARGE
-    over kafka.message.max.bytes) is the cause whatever else was reported, which is then logged.
+    report, the cause, waits in the queue. A record ``produce()`` refuses itself (MSG_SIZE_TOO_LARGE over
+    kafka.message.max.bytes) is the cause unless the report is a refusal too; a report a retry may heal is
+    then logged. Without ``deliveries`` (deliveryGuarantee=none), ``produce()``'s error alone.
     """
     error = failed.args[0] if failed.args else failed
     name = getattr(error, "name", None)
     hint = TOO_LARGE_HINT if callable(name) and name() == "MSG_SIZE_TOO_LARGE" else ""
     raised = BrokerError(f"producing to {where} failed: {error}{hint}", permanent=refuses_record(error))
+    if deliveries is None:  # deliveryGuarantee=none: the reports may be earlier tasks' (``_write_plain``)
+        return raised
     with contextlib.suppress(Exception):  # a producer in a fatal state: its error is what is raised
         producer.poll(0)
     reported = deliveries.failure()
@@ -258,7 +265,12 @@ class _Output:
     (``_producing_failed``: never a raw ``KafkaException``)."""
 
     def __init__(
-        self, producer: Any, options: SinkOptions, columns: InputColumns, task: int, deliveries: Deliveries
+        self,
+        producer: Any,
+        options: SinkOptions,
+        columns: InputColumns,
+        task: int,
+        deliveries: Deliveries | None,
     ) -> None:
         self.producer = producer
         self.options = options
@@ -364,10 +376,14 @@ def _write_plain(
         earlier = deliveries.failure()
         if earlier is not None:
             log.warning("deliveryGuarantee=none: earlier records of this worker: %s", earlier)
+    if options.delivery == "none":
+        # Never flushed, so the worker's producer also holds earlier tasks' records, and its reports are
+        # theirs as much as this task's: none is taken as this task's error, and a failed task neither
+        # waits for them nor drops the producer (its exit flush is what sends those records).
+        return TaskResult(task, _Output(producer, options, columns, task, None).produce_all(batches))
     try:
         count = _Output(producer, options, columns, task, deliveries).produce_all(batches)
-        if options.delivery == "at_least_once":
-            _flush(producer, deliveries)
+        _flush(producer, deliveries)
     except Exception as e:
         cause = _drain(producer, deliveries, e, options.kafka, options.delivery)
         if cause is not None:
@@ -427,8 +443,16 @@ def _write_transactional(
         if _is_kafka_exception(e):  # begin_transaction(): librdkafka's state, for Spark's retry
             raise TransactionError(f"transaction {tid} failed {against_servers(options.kafka)}: {e}") from e
         raise
-    if result.records == 0:
-        producer.abort_transaction(30)  # nothing to commit; leave no open transaction behind
+    if result.records == 0:  # nothing to commit; leave no open transaction behind
+        try:
+            producer.abort_transaction(30)
+        except Exception as e:
+            if aborts is not None:
+                aborts.append(TaskAbort(tid, confirmed=False))
+            where = against_servers(options.kafka)
+            raise TransactionError(
+                f"aborting transaction {tid}, which wrote nothing, failed {where}: {e}"
+            ) from e
         producer.close()
         return result
     result.handle = TxnHandle(tid, pid, epoch, result.records, task, witness)

@@ -304,7 +304,12 @@ class TwoPhaseCommitter:
             SparkafkaError: ``refusal``, for a batch that is not done.
         """
         self._faults("commit_start")
-        state = self.recover() if recovered is None else recovered
+        try:
+            state = self.recover() if recovered is None else recovered
+        except Exception:
+            if refusal is not None:  # the recovery's error is raised; the task's refusal is not lost
+                log.error("batch %d of query %s: a task refused: %s", batch_id, query_id, refusal)  # noqa: TRY400 - the refusal, not this traceback
+            raise
         if refusal is not None and not state.is_done(query_id, batch_id):
             raise refusal
         try:
@@ -750,18 +755,25 @@ class TwoPhaseCommitter:
 
     def _fence_quietly(self, transactional_ids: Sequence[str], why: str) -> None:
         """Fence each of ``transactional_ids`` (aborting what it holds open); a fence that fails is logged:
-        the broker aborts the transaction after ``transaction.timeout.ms``."""
-        for tid in transactional_ids:
+        the broker aborts the transaction after ``transaction.timeout.ms``.
+
+        The first fence that fails ends the fencing: these ids are there because their tasks' own aborts
+        went unconfirmed, most often a coordinator not answering, which each further fence would wait out
+        again (each up to a minute) while Spark's abort holds the query's thread.
+        """
+        for i, tid in enumerate(transactional_ids):
             log.info("fencing transactional id %s: %s", tid, why)
             try:
                 self._fencer.fence(tid)
             except Exception as e:  # noqa: BLE001 - Spark's abort must not fail on it
                 log.warning(
-                    "could not fence transactional id %s (the broker aborts its open transaction after "
-                    "kafka.transaction.timeout.ms): %s",
+                    "could not fence transactional id %s (the broker aborts the open transactions of it and "
+                    "of %s after kafka.transaction.timeout.ms): %s",
                     tid,
+                    ", ".join(transactional_ids[i + 1 :]) or "no other",
                     e,
                 )
+                return
 
     def _fence(self, tasks: range) -> None:
         """Abort whatever transactional ids no longer used by any task hold (parallelism went down)."""

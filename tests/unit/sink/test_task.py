@@ -524,3 +524,50 @@ def test_a_refusal_reported_by_the_abort_is_read_before_the_producer_is_closed(
     with pytest.raises(DeliveryError, match="MSG_SIZE_TOO_LARGE") as e:
         write_task(EXACTLY_ONCE, InputColumns(), iter([values(3), values(4)]), 0, "q")
     assert is_permanent(e.value)
+
+
+NONE = parse_sink_options({"kafka.bootstrap.servers": "b:9092", "deliveryGuarantee": "none"})
+
+
+class NotReadyTopic(PlainProducer):
+    """A producer whose metadata has the topic ``new`` without partitions yet (an error a retry heals)."""
+
+    def list_topics(self, topic: str | None = None, timeout: float = 0) -> Any:
+        return SimpleNamespace(topics={topic: Meta(partitions=0 if topic == "new" else 1)})
+
+
+def test_none_takes_no_earlier_task_s_refused_record_as_its_error(worker: Worker) -> None:
+    """Review: under none a task never flushes, so the worker's reports are earlier tasks' too: batch N's
+    refused record became batch N+1's refusal (the query failed, naming another batch's record)."""
+    worker.factory = NotReadyTopic
+    columns = InputColumns(topic=True)
+    assert write_task(NONE, columns, routed([b"BIG"], ["out"]), 0, "q").records == 1  # never flushed
+    with pytest.raises(BrokerError) as later:
+        write_task(NONE, columns, routed([b"ok", b"y"], ["out", "new"]), 0, "q")
+    assert not is_permanent(later.value)
+    assert "MSG_SIZE_TOO_LARGE" not in str(later.value)
+
+
+def test_none_keeps_the_worker_s_producer_and_its_exit_flush_after_a_failed_task(worker: Worker) -> None:
+    """Review: a failed none task dropped the worker's producer from the cache, and with it the exit
+    flush that sends the earlier successful tasks' records (never flushed under none): they were lost."""
+    worker.factory = lambda settings: NotReadyTopic(settings, stuck=not worker.made)
+    columns = InputColumns(topic=True)
+    assert write_task(NONE, columns, routed([b"a", b"b"], ["out", "out"]), 0, "q").records == 2
+    with pytest.raises(BrokerError):
+        write_task(NONE, columns, routed([b"ok", b"y"], ["out", "new"]), 0, "q")
+    flushed: list[float] = []
+    worker.made[0].flush = lambda timeout=0: flushed.append(timeout) or 0  # type: ignore[method-assign]
+    core.close_all()  # the worker's exit
+    assert flushed  # the exit flush sends what the successful task left
+    assert len(worker.made) == 1
+
+
+def test_an_empty_transaction_s_failed_abort_is_a_transaction_error(transactional: dict[str, Any]) -> None:
+    """Review: a task that wrote nothing aborted its transaction outside the error handling: a raw
+    KafkaException left the task, and no abort was reported."""
+    transactional["kwargs"] = {"abort_fails": True}
+    aborts: list[TaskAbort] = []
+    with pytest.raises(TransactionError, match="aborting transaction p-0, which wrote nothing, failed"):
+        write_task(EXACTLY_ONCE, InputColumns(), iter([]), 0, "q", aborts=aborts)
+    assert aborts == [TaskAbort("p-0", confirmed=False)]

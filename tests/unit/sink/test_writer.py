@@ -3,6 +3,7 @@ task's refusal (an error no retry can heal) does to the commit and the abort."""
 
 from __future__ import annotations
 
+import logging
 import pickle
 import re
 from collections import Counter
@@ -376,6 +377,47 @@ def test_a_fence_that_fails_leaves_the_abort_quiet(world: World, monkeypatch: py
     monkeypatch.setattr(ModelFencer, "fence", unreachable)
     KafkaStreamWriter(OPTIONS, InputColumns()).abort(msgs, 0)
     assert world.coordinator.open_transactions() == ["p-1"]  # task 0's aborted; p-1 times out
+
+
+def test_the_first_fence_that_fails_ends_the_fencing(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review: each unconfirmed refusal's fence waited out an unanswering coordinator in turn (a minute
+    each) while Spark's abort held the query's thread; the first failure now ends it."""
+    asked: list[str] = []
+
+    def unreachable(self: object, transactional_id: str) -> None:
+        asked.append(transactional_id)
+        raise TransactionError(f"init_transactions for transactional id {transactional_id} failed")
+
+    KafkaStreamWriter(OPTIONS, InputColumns())
+    wrote = world.run_tasks([[b"t0"], [b"t1"], [b"t2"]])
+    error = BrokerError("a row has a null topic and the sink has no option topic", permanent=True)
+    msgs: list[KafkaCommitMessage | None] = [
+        KafkaCommitMessage(wrote[0], Q),
+        KafkaCommitMessage(None, Q, error, TaskAbort("p-1", confirmed=False)),
+        KafkaCommitMessage(None, Q, error, TaskAbort("p-2", confirmed=False)),
+    ]
+    monkeypatch.setattr(ModelFencer, "fence", unreachable)
+    KafkaStreamWriter(OPTIONS, InputColumns()).abort(msgs, 0)
+    assert asked == ["p-1"]
+
+
+def test_a_refusal_is_logged_when_the_commit_s_recovery_fails(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Review: a commit that recovers first (a batch write's) raised the recovery's error and the task's
+    refusal was seen nowhere."""
+    KafkaStreamWriter(OPTIONS, InputColumns())
+    msgs = unconfirmed_refusal(world, confirmed=True)
+
+    def broken(self: object) -> object:
+        raise TransactionError("reading the intent log failed")
+
+    made = KafkaBatchWriter(OPTIONS, InputColumns())
+    unpickled = pickle.loads(cloudpickle.dumps(made))  # as the commit's process has it: it recovers first
+    monkeypatch.setattr(TwoPhaseCommitter, "recover", broken)
+    with caplog.at_level(logging.ERROR), pytest.raises(TransactionError, match="reading the intent log"):
+        unpickled.commit(msgs)
+    assert any("a row has a null topic" in r.getMessage() for r in caplog.records)
 
 
 def test_a_refusing_task_reports_its_transaction_and_whether_its_abort_was_confirmed(
