@@ -37,30 +37,33 @@ recorded durably before anything acts on them. A record is always written after 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Literal, Protocol
+from dataclasses import replace
+from typing import Literal
 
 from sparkafka.client.security import authenticated
 from sparkafka.errors import BrokerError, ConfigError, SparkafkaError, TransactionError
-from sparkafka.metrics_files import add_counts, default_metrics_path, query_sink_path
+from sparkafka.sink.commit_parts import (
+    CommitSettings,
+    Fencer,
+    IntentStore,
+    KafkaEnder,
+    MetricsCounter,
+    ProducerFencer,
+    TxnEnder,
+    wall_ms,
+)
 from sparkafka.sink.faults import fault_point
-from sparkafka.sink.identity import open_transactional_producer
 from sparkafka.sink.intents import BatchState, IntentLog, IntentRecord, IntentWriteError, LogState
 from sparkafka.sink.options import SinkOptions
 from sparkafka.sink.outcomes import DataEvidence, Finding, KafkaEvidence
 from sparkafka.sink.task import TaskResult, transactional_id
-from sparkafka.sink.txn_control import EndAnswer, TxnController, TxnHandle, TxnOutcome
+from sparkafka.sink.txn_control import EndAnswer, TxnHandle, TxnOutcome
 
 __all__ = [
     "CommitSettings",
-    "Fencer",
-    "IntentStore",
     "ResolveAction",
     "TwoPhaseCommitter",
-    "TxnEnder",
-    "claim_transactional_ids",
     "cli_connection",
     "timeout_margin_ms",
 ]
@@ -68,58 +71,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ResolveAction = Literal["commit", "abort", "mark-done", "rewrite"]
-
-
-class IntentStore(Protocol):
-    """The durable intent log (``intents.IntentLog``)."""
-
-    def read(self) -> LogState:
-        """The log folded: each query's newest record and the transactional ids that may be in use."""
-        ...
-
-    def append(self, record: IntentRecord) -> int:
-        """Write ``record`` durably before returning its offset; ``IntentWriteError`` if it may not be
-        written."""
-        ...
-
-    def forget(self, query_id: str, tasks: Iterable[int] = ()) -> None:
-        """Delete the key of ``query_id``, a finished batch write, and its tasks' witnesses (tombstones)."""
-        ...
-
-
-class TxnEnder(Protocol):
-    """Ends transactions by handle (``TxnController``); ``end`` returns what the answer says."""
-
-    def end(self, handle: TxnHandle, commit: bool) -> EndAnswer:
-        """Send EndTxn(commit or abort) for ``handle``'s transaction; its outcome, or fenced/forgotten."""
-        ...
-
-    def close(self) -> None:
-        """Release the network client."""
-        ...
-
-
-class Fencer(Protocol):
-    """Fences a transactional id (InitProducerId: bumps its epoch, aborting what it holds open)."""
-
-    def fence(self, transactional_id: str) -> None:
-        """Fence ``transactional_id``: a transaction it holds open is aborted."""
-        ...
-
-
-@dataclass(frozen=True)
-class CommitSettings:
-    """What the committer needs of the sink's options: the prefix and its producers' transaction timeout."""
-
-    prefix: str
-    transaction_timeout_ms: int
-    take_over: bool = False
-    """``takeOverTransactionalIdPrefix``: take the prefix from a live owner."""
-    connection: str = "--bootstrap-servers HOST:PORT"
-    """How the ``sparkafka txn`` and ``offsets`` commands errors name reach the brokers (with
-    ``--command-config FILE`` on a secured cluster: the file holds the sink's ``kafka.*`` settings)."""
-    checkpoint: str | None = None
-    """The streaming query's checkpointLocation, when the sink was given it (for ``offsets replan``)."""
 
 
 def cli_connection(kafka: Mapping[str, str]) -> str:
@@ -133,13 +84,6 @@ def timeout_margin_ms(timeout_ms: int) -> int:
     """Time kept free before ``transaction.timeout.ms`` for the commit itself: 10 %, 5 s to half."""
     return min(timeout_ms // 2, max(5_000, timeout_ms // 10))
 
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
-_UNCONFIRMED = "a refusing task of batch {} had its own abort unconfirmed"
-"""Why a refusing task's transactional id is fenced (``TwoPhaseCommitter._fence_quietly``)."""
 
 _IN_DOUBT: set[TxnHandle] = set()
 """Handles whose intent append failed and could not be confirmed: never aborted by this process."""
@@ -156,7 +100,7 @@ class TwoPhaseCommitter:
         fencer: Fencer,
         evidence: DataEvidence,
         *,
-        clock: Callable[[], int] = _wall_ms,
+        clock: Callable[[], int] = wall_ms,
         faults: Callable[[str], None] = fault_point,
         count: Callable[..., None] | None = None,
     ) -> None:
@@ -173,7 +117,7 @@ class TwoPhaseCommitter:
         self._evidence = evidence
         self._clock = clock
         self._faults = faults
-        self._count = count or _MetricsCounter(settings.prefix)
+        self._count = count or MetricsCounter(settings.prefix)
 
     @classmethod
     def for_options(cls, options: SinkOptions) -> TwoPhaseCommitter:
@@ -190,7 +134,7 @@ class TwoPhaseCommitter:
         timeout_s = options.metadata_timeout_ms / 1000
         store = IntentLog(options.kafka, prefix, timeout_s)
         evidence = KafkaEvidence(options.kafka, timeout_s)
-        return cls(settings, store, _KafkaEnder(options), _ProducerFencer(options), evidence)
+        return cls(settings, store, KafkaEnder(options), ProducerFencer(options), evidence)
 
     # -- recovery ------------------------------------------------------------------------------------
 
@@ -781,58 +725,3 @@ class TwoPhaseCommitter:
             tid = transactional_id(self._prefix, task)
             self._fencer.fence(tid)
             log.info("fenced unused transactional id %s", tid)
-
-
-class _MetricsCounter:
-    """Adds to the sink's counters files: the prefix's and the query's.
-
-    The prefix's (``sink_metrics``) holds totals and, under ``queries``, each query's own; the query's
-    (``query_sink_path``) is read by the Prometheus exporter.
-    """
-
-    def __init__(self, prefix: str) -> None:
-        self._path = default_metrics_path("sink", prefix)
-
-    def __call__(self, query_id: str, **increments: int) -> None:
-        add_counts(self._path, increments, query_id)
-        add_counts(query_sink_path(query_id), increments)
-
-
-class _KafkaEnder:
-    """``TxnEnder`` over one kafka-python connection, opened on first use and closed by ``close``."""
-
-    def __init__(self, options: SinkOptions) -> None:
-        self._conf = options.kafka
-        self._controller: TxnController | None = None
-
-    def end(self, handle: TxnHandle, commit: bool) -> EndAnswer:
-        if self._controller is None:
-            self._controller = TxnController(self._conf)
-        return self._controller.end(handle, commit)
-
-    def close(self) -> None:
-        if self._controller is not None:
-            self._controller.close()
-            self._controller = None
-
-
-class _ProducerFencer:
-    def __init__(self, options: SinkOptions) -> None:
-        self._conf = options.kafka
-        self._prefix = options.transactional_id_prefix
-
-    def fence(self, transactional_id: str) -> None:
-        producer, _, _ = open_transactional_producer(self._conf, transactional_id, prefix=self._prefix)
-        producer.close()
-
-
-def claim_transactional_ids(options: SinkOptions, count: int) -> None:
-    """Record that ids ``<prefix>-0`` .. ``<prefix>-(count-1)`` may hold transactions, before first use.
-
-    Runs in an executor task. A crash can leave a transaction open under an id that no later run uses
-    (parallelism went down); the claim lets a later commit find and fence it. Written only when
-    parallelism grows.
-    """
-    assert options.transactional_id_prefix is not None
-    intents = IntentLog(options.kafka, options.transactional_id_prefix, options.metadata_timeout_ms / 1000)
-    intents.append(IntentRecord("", -1, "claim", (), count, at_ms=_wall_ms()))

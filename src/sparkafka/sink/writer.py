@@ -40,12 +40,13 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from sparkafka.errors import ConfigError, SparkafkaError, is_permanent
 from sparkafka.metrics_files import add_counts, query_sink_path
 from sparkafka.sink.access import require_sink_access
+from sparkafka.sink.commit_parts import claim_transactional_ids
 from sparkafka.sink.faults import fault_point
 from sparkafka.sink.intents import LogState
 from sparkafka.sink.modes import StreamBatch
 from sparkafka.sink.options import InputColumns, SinkOptions
 from sparkafka.sink.task import TaskAbort, TaskResult, write_task
-from sparkafka.sink.twophase import TwoPhaseCommitter, claim_transactional_ids
+from sparkafka.sink.twophase import TwoPhaseCommitter
 from sparkafka.spark_lines import StreamArrowWriter
 
 __all__ = ["SPECULATION_ENV", "KafkaBatchWriter", "KafkaCommitMessage", "KafkaStreamWriter"]

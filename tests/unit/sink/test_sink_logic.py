@@ -440,13 +440,13 @@ def test_sink_counters_are_kept_per_query_and_per_prefix(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
     import sparkafka
-    from sparkafka.sink.twophase import _MetricsCounter
+    from sparkafka.sink.commit_parts import MetricsCounter
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
-    count = _MetricsCounter("per-query")
+    count = MetricsCounter("per-query")
     count("q1", records=5, transactions=1)
     count("q2", records=7, transactions=2)
     count("q1", replays=1, records=0)

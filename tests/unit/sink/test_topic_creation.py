@@ -71,7 +71,7 @@ def test_every_producer_the_sink_makes_asks_to_create_no_topic(made: list[dict[s
     _plain_producer(CONF, "none")
     with pytest.raises(TransactionError):  # the recorder logs no producer id; the build is what counts
         identity.open_transactional_producer(producer_settings(CONF, Deliveries(CONF), "p-0", True), "p-0")
-    with pytest.raises(TransactionError):  # the driver's fencer (twophase._ProducerFencer)
+    with pytest.raises(TransactionError):  # the driver's fencer (commit_parts.ProducerFencer)
         identity.open_transactional_producer(CONF, "p-1")
     IntentLog(CONF, "p").append(IntentRecord("q", 0, "done", (), 1))
     assert len(made) == 5
