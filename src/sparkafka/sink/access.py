@@ -73,7 +73,7 @@ def _creation_denied(options: SinkOptions, topic: str) -> list[Access]:
     """
     from confluent_kafka.admin import NewTopic
 
-    from sparkafka.client.core import admin_client
+    from sparkafka.client.core import admin_client, error_code
 
     timeout_s = options.metadata_timeout_ms / 1000
     try:
@@ -82,8 +82,7 @@ def _creation_denied(options: SinkOptions, topic: str) -> list[Access]:
         )
         futures[topic].result(timeout_s)
     except Exception as e:  # noqa: BLE001 - only a refusal by ACL is for us
-        code = e.args[0].code() if e.args and hasattr(e.args[0], "code") else None
-        if code == _TOPIC_AUTHORIZATION_FAILED:
+        if error_code(e) == _TOPIC_AUTHORIZATION_FAILED:
             return [Access("CREATE", "topic", topic)]
         log.debug("creating %s not asked about: %s", topic, e)
     return []
